@@ -1,0 +1,97 @@
+"""Observable outputs (spec/traces.md TR-8): per area, named tables of rows.
+
+An engine returns, for each trace, a mapping table name -> list of rows
+(tuples in the column order below, or dicts with those column names). The
+harness puts every table in canonical order, so two engines conform on a
+trace exactly when their canonical outputs are equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+# Column order of every table of every area. Rows are sorted by all columns.
+TABLES: dict[str, dict[str, tuple[str, ...]]] = {
+    "keyed_watermarks": {
+        "events": ("batch", "seq", "key", "event_time", "key_watermark", "verdict"),
+        "progress": (
+            "batch",
+            "global_watermark",
+            "total_keys",
+            "active_keys",
+            "idle_keys",
+            "evicted_keys",
+            "global_advances",
+            "key_advances",
+        ),
+        "keys": ("batch", "key", "watermark", "state"),
+        "windows": ("batch", "key", "window_start", "window_end", "count", "sum"),
+        "errors": ("batch", "seq", "reason"),
+    },
+}
+
+Row = tuple[Any, ...]
+Output = dict[str, list[Row]]
+
+
+def _sort_key(row: Row) -> tuple[Any, ...]:
+    # None sorts before every value; mixed types never meet in one column.
+    return tuple((v is not None, v) for v in row)
+
+
+def canonical(area: str, raw: Mapping[str, Iterable[Any]]) -> Output:
+    """Rows as tuples in column order, each table sorted; unknown tables refused."""
+    tables = TABLES[area]
+    unknown = set(raw) - set(tables)
+    if unknown:
+        raise ValueError(f"{area}: unknown output tables {sorted(unknown)}")
+    out: Output = {}
+    for name, columns in tables.items():
+        rows = []
+        for r in raw.get(name, ()):
+            if isinstance(r, Mapping):
+                rows.append(tuple(_plain(r[c]) for c in columns))
+            else:
+                t = tuple(_plain(v) for v in r)
+                if len(t) != len(columns):
+                    raise ValueError(f"{area}.{name}: row {t} does not have columns {columns}")
+                rows.append(t)
+        out[name] = sorted(rows, key=_sort_key)
+    return out
+
+
+def _plain(v: Any) -> Any:
+    """numpy/pandas scalars and NaN-for-null to plain Python values."""
+    if v is None:
+        return None
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        v = v.item()
+    if isinstance(v, float) and v != v:
+        return None
+    return v
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Row]) -> str:
+    cells = [list(columns)] + [["-" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def diff(area: str, expected: Output, actual: Output) -> str:
+    """Side-by-side listing of the tables that differ; empty when equal."""
+    parts = []
+    for name, columns in TABLES[area].items():
+        e, a = expected.get(name, []), actual.get(name, [])
+        if e == a:
+            continue
+        only_e = [r for r in e if r not in a]
+        only_a = [r for r in a if r not in e]
+        parts.append(
+            f"table {name!r} differs\n"
+            f"expected ({len(e)} rows):\n{format_table(columns, e)}\n"
+            f"actual ({len(a)} rows):\n{format_table(columns, a)}\n"
+            f"only expected:\n{format_table(columns, only_e)}\n"
+            f"only actual:\n{format_table(columns, only_a)}"
+        )
+    return "\n\n".join(parts)

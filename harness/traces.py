@@ -1,0 +1,168 @@
+"""The trace model of spec/traces.md: the input of one engine run.
+
+A trace is a configuration plus an ordered list of micro-batches; a batch is
+an ordered list of items (events and control items). Everything here is plain
+data, JSON round-trippable, and validated when it is built so that every
+engine receives the same well-formed input.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterable, Mapping, Sequence
+
+I64_MIN = -(2**63)
+I64_MAX = 2**63 - 1
+
+# TR-3: the item kinds a trace may hold; an area says which of them it accepts.
+ITEM_KINDS = ("event", "clock", "idle", "remove_key")
+
+
+class InvalidConfig(ValueError):
+    """A trace or operator configuration that breaks its area's rules (TR-6)."""
+
+
+class InvalidTrace(ValueError):
+    """A trace whose shape breaks spec/traces.md (wrong kinds, non-integer times)."""
+
+
+def saturating_sub(a: int, b: int) -> int:
+    """a - b clamped to the i64 range (TR-2)."""
+    return max(I64_MIN, min(I64_MAX, a - b))
+
+
+def saturating_add(a: int, b: int) -> int:
+    """a + b clamped to the i64 range (TR-2)."""
+    return max(I64_MIN, min(I64_MAX, a + b))
+
+
+def _check_i64(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTrace(f"{name} must be an integer number of milliseconds, got {value!r}")
+    if not I64_MIN <= value <= I64_MAX:
+        raise InvalidTrace(f"{name}={value} is outside the i64 range")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of a batch (TR-3).
+
+    ``event``: key, partition, source, event_time, value.
+    ``clock``: the processing clock moves to ``time``.
+    ``idle``: mark ``key`` idle.  ``remove_key``: stop tracking ``key``.
+    A missing field that the kind needs is not a trace error: the engine
+    reports it as an error row (TR-7), so malformed input can be tested.
+    """
+
+    kind: str
+    key: str | None = None
+    event_time: int | None = None
+    value: int = 0
+    partition: int | None = None
+    source: str | None = None
+    time: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ITEM_KINDS:
+            raise InvalidTrace(f"unknown item kind {self.kind!r}; expected one of {ITEM_KINDS}")
+        if self.key is not None and not isinstance(self.key, str):
+            raise InvalidTrace(f"key must be a string, got {self.key!r}")
+        _check_i64("event_time", self.event_time)
+        _check_i64("time", self.time)
+        _check_i64("value", self.value)
+        _check_i64("partition", self.partition)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name != "kind" and v is not None and not (f.name == "value" and v == 0):
+                out[f.name] = v
+        return out
+
+    def describe(self) -> str:
+        """A short human form, used when a shrunk trace is printed."""
+        if self.kind == "event":
+            return f"event {self.key}@{self.event_time}" + (f" v={self.value}" if self.value else "")
+        if self.kind == "clock":
+            return f"clock->{self.time}"
+        return f"{self.kind} {self.key}"
+
+
+def event(key: str | None, event_time: int | None, value: int = 0, **extra: Any) -> Item:
+    return Item("event", key=key, event_time=event_time, value=value, **extra)
+
+
+def clock(time: int | None) -> Item:
+    return Item("clock", time=time)
+
+
+def idle(key: str | None) -> Item:
+    return Item("idle", key=key)
+
+
+def remove_key(key: str | None) -> Item:
+    return Item("remove_key", key=key)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One run's input (TR-1): area, configuration, batches and restart points.
+
+    ``restart_after`` holds batch indices after which the engine must stop,
+    keep only its checkpoint, and continue from it (TR-5).
+    """
+
+    area: str
+    config: Mapping[str, Any]
+    batches: tuple[tuple[Item, ...], ...]
+    restart_after: frozenset[int] = field(default_factory=frozenset)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "batches", tuple(tuple(b) for b in self.batches))
+        object.__setattr__(self, "restart_after", frozenset(self.restart_after))
+        object.__setattr__(self, "config", dict(self.config))
+        for b in self.restart_after:
+            if not 0 <= b < len(self.batches) - 1:
+                raise InvalidTrace(
+                    f"restart_after={b} must name a batch followed by another "
+                    f"(0..{len(self.batches) - 2})"
+                )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "area": self.area,
+            "config": dict(self.config),
+            "batches": [[i.to_json() for i in b] for b in self.batches],
+            "restart_after": sorted(self.restart_after),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Trace:
+        return cls(
+            area=data["area"],
+            config=data.get("config", {}),
+            batches=tuple(tuple(Item(**i) for i in b) for b in data["batches"]),
+            restart_after=frozenset(data.get("restart_after", ())),
+            name=data.get("name", ""),
+        )
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    def describe(self) -> str:
+        """Readable, paste-able listing (batch by batch) for failure reports."""
+        lines = [f"area={self.area} config={json.dumps(dict(self.config), sort_keys=True)}"]
+        for i, b in enumerate(self.batches):
+            restart = "  [restart after]" if i in self.restart_after else ""
+            lines.append(f"  batch {i}: " + (", ".join(x.describe() for x in b) or "(empty)") + restart)
+        return "\n".join(lines)
+
+
+def batches_of(items: Iterable[Sequence[Item]]) -> tuple[tuple[Item, ...], ...]:
+    return tuple(tuple(b) for b in items)

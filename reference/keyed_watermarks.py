@@ -1,0 +1,437 @@
+"""Keyed watermarks (F065): the oracle of spec/keyed_watermarks.md.
+
+Deliberately simple: dictionaries and loops, one clause at a time. Every rule
+names its clause id. Times are integer milliseconds; watermarks are ints or
+None ("no watermark yet").
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterable, Sequence
+
+from harness.traces import I64_MAX, InvalidConfig, Item, Trace, saturating_add, saturating_sub
+
+Clock = Callable[[], int]
+
+
+class KeyEvictionPolicy(enum.Enum):
+    """F065-R12..R15: what happens when a new key arrives at ``max_keys``."""
+
+    LeastRecentlyActive = "LeastRecentlyActive"
+    LowestWatermark = "LowestWatermark"
+    RejectNew = "RejectNew"
+
+
+class MaxKeysReached(Exception):
+    """F065-R15: a new key under ``RejectNew`` with ``max_keys`` keys tracked."""
+
+    def __init__(self, rejected: Sequence[Hashable], max_keys: int) -> None:
+        self.rejected = list(rejected)
+        self.max_keys = max_keys
+        super().__init__(f"max_keys={max_keys} reached; rejected new keys {self.rejected!r}")
+
+
+@dataclass
+class KeyedWatermarkConfig:
+    """F065-R20: defaults of the seed, validated on construction."""
+
+    bounded_delay: int = 5000
+    idle_timeout: int = 60000
+    max_keys: int | None = None
+    eviction_policy: KeyEvictionPolicy = KeyEvictionPolicy.LeastRecentlyActive
+
+    def __post_init__(self) -> None:
+        if isinstance(self.eviction_policy, str):
+            try:
+                self.eviction_policy = KeyEvictionPolicy(self.eviction_policy)
+            except ValueError:
+                raise InvalidConfig(
+                    f"eviction_policy must be one of {[p.value for p in KeyEvictionPolicy]}, "
+                    f"got {self.eviction_policy!r}"
+                ) from None
+        for name in ("bounded_delay", "idle_timeout"):
+            _require_int(name, getattr(self, name), minimum=0)
+        if self.max_keys is not None:
+            _require_int("max_keys", self.max_keys, minimum=1)
+
+
+def _require_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidConfig(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+@dataclass
+class KeyWatermarkState:
+    """F065-R1: what is kept per tracked key."""
+
+    max_event_time: int
+    watermark: int
+    last_activity: int
+    is_idle: bool = False
+    # F065-R13: arrival order of the key's latest event, breaks last_activity ties.
+    activity_order: int = 0
+
+
+@dataclass
+class KeyedWatermarkMetrics:
+    """F065-R19: three gauges read at call time, three cumulative counters."""
+
+    total_keys: int = 0
+    active_keys: int = 0
+    idle_keys: int = 0
+    evicted_keys: int = 0
+    global_advances: int = 0
+    key_advances: int = 0
+
+
+@dataclass
+class EventOutcome:
+    """What applying one event did: the key watermark it was judged by, and the verdict."""
+
+    key: Hashable
+    event_time: int
+    key_watermark: int | None
+    verdict: str  # "on_time" | "late" | "rejected"
+
+
+@dataclass
+class BatchResult:
+    outcomes: list[EventOutcome]
+    advanced: int | None
+
+
+class KeyedWatermarkTracker:
+    """Per-key watermarks with a global watermark over the active keys."""
+
+    def __init__(self, config: KeyedWatermarkConfig | None = None, clock: Clock | None = None) -> None:
+        self.config = config if config is not None else KeyedWatermarkConfig()
+        self.clock: Clock = clock if clock is not None else (lambda: 0)
+        self.key_states: dict[Hashable, KeyWatermarkState] = {}
+        self._evicted = 0
+        self._global_advances = 0
+        self._key_advances = 0
+        self._activity_counter = 0
+
+    # ---- queries -------------------------------------------------------
+
+    def watermark_for_key(self, key: Hashable) -> int | None:
+        state = self.key_states.get(key)  # F065-R1: an untracked key has no watermark
+        return None if state is None else state.watermark
+
+    def global_watermark(self) -> int | None:
+        if not self.key_states:
+            return None  # F065-R5: nothing tracked, no global watermark
+        active = [s.watermark for s in self.key_states.values() if not s.is_idle]
+        if active:
+            return min(active)  # F065-R5: min over active keys (may drop: F065-R6)
+        return max(s.watermark for s in self.key_states.values())  # F065-R7: all idle -> max
+
+    def is_late(self, key: Hashable, event_time: int) -> bool:
+        wm = self.watermark_for_key(key)
+        return wm is not None and event_time < wm  # F065-R3: strict, own key only
+
+    def active_key_count(self) -> int:
+        return sum(1 for s in self.key_states.values() if not s.is_idle)
+
+    def total_key_count(self) -> int:
+        return len(self.key_states)
+
+    def metrics(self) -> KeyedWatermarkMetrics:
+        active = self.active_key_count()
+        return KeyedWatermarkMetrics(
+            total_keys=len(self.key_states),
+            active_keys=active,
+            idle_keys=len(self.key_states) - active,
+            evicted_keys=self._evicted,
+            global_advances=self._global_advances,
+            key_advances=self._key_advances,
+        )
+
+    # ---- updates -------------------------------------------------------
+
+    def update(self, key: Hashable, event_time: int) -> int | None:
+        """F065-R16: update is update_batch of one event."""
+        return self.update_batch([(key, event_time)])
+
+    def update_batch(self, events: Iterable[tuple[Hashable, int]]) -> int | None:
+        result = self.apply_batch(events)
+        rejected = [o.key for o in result.outcomes if o.verdict == "rejected"]
+        if rejected:
+            assert self.config.max_keys is not None
+            raise MaxKeysReached(rejected, self.config.max_keys)  # F065-R15, R16
+        return result.advanced
+
+    def apply_batch(self, events: Iterable[tuple[Hashable, int]]) -> BatchResult:
+        """update_batch with the per-event outcomes a stream reports (F065-R22)."""
+        before = self.global_watermark()
+        outcomes = [self._apply_event(k, t) for k, t in events]
+        return BatchResult(outcomes, self._count_advance(before))
+
+    def _apply_event(self, key: Hashable, event_time: int) -> EventOutcome:
+        state = self.key_states.get(key)
+        if state is None:
+            if self.config.max_keys is not None and len(self.key_states) >= self.config.max_keys:
+                if self.config.eviction_policy is KeyEvictionPolicy.RejectNew:
+                    return EventOutcome(key, event_time, None, "rejected")  # F065-R15: no change
+                self._evict_one()  # F065-R12
+            self._key_advances += 1  # F065-R19: a first watermark is an advance
+            wm = saturating_sub(event_time, self.config.bounded_delay)  # F065-R2
+            self.key_states[key] = KeyWatermarkState(
+                event_time, wm, self.clock(), False, self._next_activity()
+            )
+            return EventOutcome(key, event_time, None, "on_time")  # F065-R3: no watermark yet
+        before = state.watermark
+        verdict = "late" if event_time < before else "on_time"  # F065-R3
+        state.last_activity = self.clock()  # F065-R11: any event is activity
+        state.activity_order = self._next_activity()
+        state.is_idle = False  # F065-R11: reactivates an idle key
+        if event_time > state.max_event_time:  # F065-R2: older events change no time
+            state.max_event_time = event_time
+            wm = saturating_sub(event_time, self.config.bounded_delay)
+            if wm > state.watermark:
+                state.watermark = wm
+                self._key_advances += 1
+        return EventOutcome(key, event_time, before, verdict)
+
+    def _next_activity(self) -> int:
+        self._activity_counter += 1
+        return self._activity_counter
+
+    def _evict_one(self) -> None:
+        def recency(item: tuple[Hashable, KeyWatermarkState]) -> tuple[int, int]:
+            return (item[1].last_activity, item[1].activity_order)
+
+        if self.config.eviction_policy is KeyEvictionPolicy.LowestWatermark:
+            victim = min(self.key_states.items(), key=lambda kv: (kv[1].watermark, *recency(kv)))  # R14
+        else:
+            victim = min(self.key_states.items(), key=recency)  # F065-R13
+        del self.key_states[victim[0]]
+        self._evicted += 1
+
+    def _count_advance(self, before: int | None) -> int | None:
+        after = self.global_watermark()
+        if after is not None and (before is None or after > before):  # F065-R8
+            self._global_advances += 1
+            return after
+        return None
+
+    def mark_idle(self, key: Hashable) -> int | None:
+        before = self.global_watermark()
+        state = self.key_states.get(key)
+        if state is None:
+            return None  # F065-R9: unknown key, no change
+        state.is_idle = True
+        return self._count_advance(before)
+
+    def check_idle_keys(self) -> int | None:
+        before = self.global_watermark()
+        now = self.clock()
+        for state in self.key_states.values():
+            if not state.is_idle and now - state.last_activity > self.config.idle_timeout:  # R10
+                state.is_idle = True
+        return self._count_advance(before)
+
+    def recalculate_global(self) -> int | None:
+        return self.global_watermark()  # F065-R18: the global is never cached
+
+    def remove_key(self, key: Hashable) -> KeyWatermarkState | None:
+        before = self.global_watermark()
+        state = self.key_states.pop(key, None)  # F065-R17
+        if state is not None:
+            self._count_advance(before)
+        return state
+
+    def clear(self) -> None:
+        self.key_states.clear()  # F065-R17: counters are cumulative and survive
+
+    # ---- restart (F065-R24) ---------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in ("clock",)})
+
+    @classmethod
+    def restore(cls, snapshot: dict[str, Any], clock: Clock) -> KeyedWatermarkTracker:
+        tracker = cls(copy.deepcopy(snapshot["config"]), clock)
+        for k, v in copy.deepcopy(snapshot).items():
+            setattr(tracker, k, v)
+        return tracker
+
+
+@dataclass
+class WindowResult:
+    key: Hashable
+    window_start: int
+    window_end: int
+    count: int
+    sum: int
+
+
+@dataclass
+class KeyedTumblingWindowOperator:
+    """F065-R21: tumbling windows per key, fired by the key's own watermark."""
+
+    size: int
+    open_windows: dict[tuple[Hashable, int], list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require_int("window_size", self.size, minimum=1)
+
+    def process_keyed(
+        self, key: Hashable, event_time: int, value: int, tracker: KeyedWatermarkTracker
+    ) -> bool:
+        """Adds the event to its window unless late for its key; True when accepted."""
+        if tracker.is_late(key, event_time):
+            return False  # F065-R21: late by the key's watermark, not the global one
+        self.add(key, event_time, value)
+        return True
+
+    def add(self, key: Hashable, event_time: int, value: int) -> None:
+        start = event_time - event_time % self.size  # F065-R21: floor to a multiple of size
+        acc = self.open_windows.setdefault((key, start), [0, 0])
+        acc[0] += 1
+        acc[1] += value
+
+    def trigger_key_windows(self, key: Hashable, key_watermark: int | None) -> list[WindowResult]:
+        if key_watermark is None:
+            return []
+        fired = []
+        for (k, start), (count, total) in sorted(self.open_windows.items(), key=lambda kv: kv[0][1]):
+            end = saturating_add(start, self.size)
+            if k == key and end <= key_watermark:  # F065-R21: fires once wm reaches the end
+                fired.append(WindowResult(k, start, end, count, total))
+        for w in fired:
+            del self.open_windows[(w.key, w.window_start)]
+        return fired
+
+
+# ---- the stream (F065-R22..R24) -------------------------------------------
+
+CONFIG_KEYS = {"bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size"}
+
+
+def config_from_trace(config: dict[str, Any]) -> tuple[KeyedWatermarkConfig, int | None]:
+    unknown = set(config) - CONFIG_KEYS
+    if unknown:
+        raise InvalidConfig(f"unknown keyed_watermarks settings {sorted(unknown)}")
+    tracker_config = KeyedWatermarkConfig(**{k: v for k, v in config.items() if k != "window_size"})
+    window_size = config.get("window_size")
+    if window_size is not None:
+        _require_int("window_size", window_size, minimum=1)
+    return tracker_config, window_size
+
+
+class _TraceClock:
+    """F065-R22: the processing clock of a trace, moved only by clock items."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def run_trace(trace: Trace) -> dict[str, list[tuple[Any, ...]]]:
+    """Plays a keyed_watermarks trace and returns its observable output tables."""
+    tracker_config, window_size = config_from_trace(dict(trace.config))
+    trace_clock = _TraceClock()
+    tracker = KeyedWatermarkTracker(tracker_config, trace_clock)
+    windows = KeyedTumblingWindowOperator(window_size) if window_size else None
+    out: dict[str, list[tuple[Any, ...]]] = {t: [] for t in ("events", "progress", "keys", "windows", "errors")}
+
+    for b, batch in enumerate(trace.batches):
+        start_view = _key_view(tracker)
+        segment: list[tuple[int, Item]] = []
+
+        def flush_segment() -> None:
+            # F065-R22: consecutive events between control items form one update_batch.
+            if not segment:
+                return
+            outcomes = tracker.apply_batch([(i.key, i.event_time) for _, i in segment]).outcomes
+            assert len(outcomes) == len(segment)
+            for (seq, item), o in zip(segment, outcomes):
+                out["events"].append((b, seq, item.key, item.event_time, o.key_watermark, o.verdict))
+            if windows is not None:
+                # F065-R21: the verdict of the event's arrival moment decides, as process_keyed.
+                for (seq, item), o in zip(segment, outcomes):
+                    if o.verdict == "on_time":
+                        windows.add(item.key, item.event_time, item.value)
+                for key in dict.fromkeys(i.key for _, i in segment):
+                    for w in windows.trigger_key_windows(key, tracker.watermark_for_key(key)):
+                        out["windows"].append((b, w.key, w.window_start, w.window_end, w.count, w.sum))
+            segment.clear()
+
+        for seq, item in enumerate(batch):
+            error = _item_error(item, trace_clock)  # F065-R23
+            if error is not None:
+                flush_segment()
+                out["errors"].append((b, seq, error))
+            elif item.kind == "event":
+                segment.append((seq, item))
+            else:
+                flush_segment()
+                if item.kind == "clock":
+                    assert item.time is not None
+                    trace_clock.now = item.time
+                    tracker.check_idle_keys()  # F065-R10
+                elif item.kind == "idle":
+                    tracker.mark_idle(item.key)  # F065-R9
+                elif item.kind == "remove_key":
+                    tracker.remove_key(item.key)  # F065-R17
+        flush_segment()
+
+        m = tracker.metrics()
+        out["progress"].append(
+            (b, tracker.global_watermark(), m.total_keys, m.active_keys, m.idle_keys,
+             m.evicted_keys, m.global_advances, m.key_advances)
+        )
+        end_view = _key_view(tracker)
+        for key in sorted(set(start_view) | set(end_view)):
+            if start_view.get(key) != end_view.get(key):
+                wm, state = end_view.get(key, (None, "removed"))
+                out["keys"].append((b, key, wm, state))
+
+        if b in trace.restart_after:  # F065-R24: only the checkpoint crosses a restart
+            snapshot = (tracker.checkpoint(), copy.deepcopy(windows), trace_clock.now)
+            trace_clock = _TraceClock()
+            trace_clock.now = snapshot[2]
+            tracker = KeyedWatermarkTracker.restore(snapshot[0], trace_clock)
+            windows = snapshot[1]
+    return out
+
+
+def _key_view(tracker: KeyedWatermarkTracker) -> dict[Hashable, tuple[int, str]]:
+    return {k: (s.watermark, "idle" if s.is_idle else "active") for k, s in tracker.key_states.items()}
+
+
+def _item_error(item: Item, trace_clock: _TraceClock) -> str | None:
+    """F065-R23: malformed items become error rows and change nothing."""
+    if item.kind == "clock":
+        if item.time is None:
+            return "missing_time"
+        if item.time < trace_clock.now:
+            return "clock_went_backwards"
+        return None
+    if item.key is None:
+        return "missing_key"
+    if item.kind == "event" and item.event_time is None:
+        return "missing_event_time"
+    return None
+
+
+__all__ = [
+    "BatchResult",
+    "EventOutcome",
+    "I64_MAX",
+    "KeyEvictionPolicy",
+    "KeyWatermarkState",
+    "KeyedTumblingWindowOperator",
+    "KeyedWatermarkConfig",
+    "KeyedWatermarkMetrics",
+    "KeyedWatermarkTracker",
+    "MaxKeysReached",
+    "WindowResult",
+    "run_trace",
+]
