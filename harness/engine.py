@@ -8,7 +8,8 @@ query; it must answer each trace exactly as if it ran alone.
 from __future__ import annotations
 
 import importlib
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from harness.outputs import Output, canonical
 from harness.traces import Trace
@@ -56,4 +57,7 @@ def run_canonical(engine: Engine, traces: Sequence[Trace]) -> list[Output | Exce
     results = engine.run(traces)
     if len(results) != len(traces):
         raise RuntimeError(f"engine {engine.name} answered {len(results)} of {len(traces)} traces")
-    return [r if isinstance(r, Exception) else canonical(t.area, r) for t, r in zip(traces, results)]
+    return [
+        r if isinstance(r, Exception) else canonical(t.area, r)
+        for t, r in zip(traces, results, strict=True)
+    ]

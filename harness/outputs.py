@@ -8,7 +8,8 @@ trace exactly when their canonical outputs are equal.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 # Column order of every table of every area. Rows are sorted by all columns.
 TABLES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -74,7 +75,7 @@ def _plain(v: Any) -> Any:
 def format_table(columns: Sequence[str], rows: Sequence[Row]) -> str:
     cells = [list(columns)] + [["-" if v is None else str(v) for v in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in cells]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in cells]
     return "\n".join(lines)
 
 

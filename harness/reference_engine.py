@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.outputs import TABLES, Output
 from harness.traces import InvalidConfig, Trace

@@ -9,8 +9,9 @@ engine receives the same well-formed input.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1

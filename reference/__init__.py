@@ -1,5 +1,6 @@
 """The oracle: a deliberately simple pure-Python model of every clause in spec/."""
 
+from harness.traces import InvalidConfig
 from reference.keyed_watermarks import (
     KeyedTumblingWindowOperator,
     KeyedWatermarkConfig,
@@ -10,7 +11,6 @@ from reference.keyed_watermarks import (
     MaxKeysReached,
     WindowResult,
 )
-from harness.traces import InvalidConfig
 
 __all__ = [
     "InvalidConfig",

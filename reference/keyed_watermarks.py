@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import copy
 import enum
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any
 
-from harness.traces import I64_MAX, InvalidConfig, Item, Trace, saturating_add, saturating_sub
+from harness.traces import InvalidConfig, Item, Trace, saturating_add, saturating_sub
 
 Clock = Callable[[], int]
 
@@ -310,9 +311,11 @@ class KeyedTumblingWindowOperator:
 # ---- the stream (F065-R22..R24) -------------------------------------------
 
 CONFIG_KEYS = {"bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size"}
+Row = tuple[Any, ...]
 
 
 def config_from_trace(config: dict[str, Any]) -> tuple[KeyedWatermarkConfig, int | None]:
+    """F065-R20: the trace's settings, refused with InvalidConfig before any item."""
     unknown = set(config) - CONFIG_KEYS
     if unknown:
         raise InvalidConfig(f"unknown keyed_watermarks settings {sorted(unknown)}")
@@ -324,112 +327,129 @@ def config_from_trace(config: dict[str, Any]) -> tuple[KeyedWatermarkConfig, int
 
 
 class _TraceClock:
-    """F065-R22: the processing clock of a trace, moved only by clock items."""
+    """TR-4: the processing clock of a trace, moved only by clock items."""
 
-    def __init__(self) -> None:
-        self.now = 0
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
 
     def __call__(self) -> int:
         return self.now
 
 
-def run_trace(trace: Trace) -> dict[str, list[tuple[Any, ...]]]:
-    """Plays a keyed_watermarks trace and returns its observable output tables."""
-    tracker_config, window_size = config_from_trace(dict(trace.config))
-    trace_clock = _TraceClock()
-    tracker = KeyedWatermarkTracker(tracker_config, trace_clock)
-    windows = KeyedTumblingWindowOperator(window_size) if window_size else None
-    out: dict[str, list[tuple[Any, ...]]] = {t: [] for t in ("events", "progress", "keys", "windows", "errors")}
+class KeyedWatermarkStream:
+    """Plays a keyed_watermarks trace batch by batch and collects its output tables."""
 
-    for b, batch in enumerate(trace.batches):
-        start_view = _key_view(tracker)
+    def __init__(self, config: dict[str, Any]) -> None:
+        tracker_config, window_size = config_from_trace(config)
+        self.clock = _TraceClock()
+        self.tracker = KeyedWatermarkTracker(tracker_config, self.clock)
+        self.windows = KeyedTumblingWindowOperator(window_size) if window_size else None
+        self.out: dict[str, list[Row]] = {
+            t: [] for t in ("events", "progress", "keys", "windows", "errors")
+        }
+
+    def run_batch(self, b: int, batch: Sequence[Item]) -> None:
+        start_view = self._key_view()
         segment: list[tuple[int, Item]] = []
-
-        def flush_segment() -> None:
-            # F065-R22: consecutive events between control items form one update_batch.
-            if not segment:
-                return
-            outcomes = tracker.apply_batch([(i.key, i.event_time) for _, i in segment]).outcomes
-            assert len(outcomes) == len(segment)
-            for (seq, item), o in zip(segment, outcomes):
-                out["events"].append((b, seq, item.key, item.event_time, o.key_watermark, o.verdict))
-            if windows is not None:
-                # F065-R21: the verdict of the event's arrival moment decides, as process_keyed.
-                for (seq, item), o in zip(segment, outcomes):
-                    if o.verdict == "on_time":
-                        windows.add(item.key, item.event_time, item.value)
-                for key in dict.fromkeys(i.key for _, i in segment):
-                    for w in windows.trigger_key_windows(key, tracker.watermark_for_key(key)):
-                        out["windows"].append((b, w.key, w.window_start, w.window_end, w.count, w.sum))
-            segment.clear()
-
         for seq, item in enumerate(batch):
-            error = _item_error(item, trace_clock)  # F065-R23
+            error = self._item_error(item)  # F065-R23
+            if item.kind == "event" and error is None:
+                segment.append((seq, item))  # F065-R22: events gather into a segment
+                continue
+            self._apply_segment(b, segment)
+            segment = []
             if error is not None:
-                flush_segment()
-                out["errors"].append((b, seq, error))
-            elif item.kind == "event":
-                segment.append((seq, item))
-            else:
-                flush_segment()
-                if item.kind == "clock":
-                    assert item.time is not None
-                    trace_clock.now = item.time
-                    tracker.check_idle_keys()  # F065-R10
-                elif item.kind == "idle":
-                    tracker.mark_idle(item.key)  # F065-R9
-                elif item.kind == "remove_key":
-                    tracker.remove_key(item.key)  # F065-R17
-        flush_segment()
+                self.out["errors"].append((b, seq, error))
+            elif item.kind == "clock":
+                assert item.time is not None
+                self.clock.now = item.time
+                self.tracker.check_idle_keys()  # F065-R10
+            elif item.kind == "idle":
+                self.tracker.mark_idle(item.key)  # F065-R9
+            elif item.kind == "remove_key":
+                self.tracker.remove_key(item.key)  # F065-R17
+        self._apply_segment(b, segment)
 
-        m = tracker.metrics()
-        out["progress"].append(
-            (b, tracker.global_watermark(), m.total_keys, m.active_keys, m.idle_keys,
-             m.evicted_keys, m.global_advances, m.key_advances)
-        )
-        end_view = _key_view(tracker)
+        m = self.tracker.metrics()  # F065-R22: one progress row per batch
+        self.out["progress"].append((
+            b, self.tracker.global_watermark(), m.total_keys, m.active_keys, m.idle_keys,
+            m.evicted_keys, m.global_advances, m.key_advances,
+        ))
+        end_view = self._key_view()
         for key in sorted(set(start_view) | set(end_view)):
             if start_view.get(key) != end_view.get(key):
                 wm, state = end_view.get(key, (None, "removed"))
-                out["keys"].append((b, key, wm, state))
+                self.out["keys"].append((b, key, wm, state))
 
-        if b in trace.restart_after:  # F065-R24: only the checkpoint crosses a restart
-            snapshot = (tracker.checkpoint(), copy.deepcopy(windows), trace_clock.now)
-            trace_clock = _TraceClock()
-            trace_clock.now = snapshot[2]
-            tracker = KeyedWatermarkTracker.restore(snapshot[0], trace_clock)
-            windows = snapshot[1]
-    return out
+    def _apply_segment(self, b: int, segment: list[tuple[int, Item]]) -> None:
+        """F065-R22: one update_batch; windows see each event with its arrival verdict."""
+        if not segment:
+            return
+        events = [(item.key, item.event_time) for _, item in segment]
+        outcomes = self.tracker.apply_batch(events).outcomes  # type: ignore[arg-type]
+        for (seq, item), o in zip(segment, outcomes, strict=True):
+            self.out["events"].append((b, seq, item.key, item.event_time, o.key_watermark, o.verdict))
+            if self.windows is not None and o.verdict == "on_time":
+                self.windows.add(o.key, o.event_time, item.value)  # F065-R21
+        if self.windows is not None:
+            for key in dict.fromkeys(o.key for o in outcomes):
+                for w in self.windows.trigger_key_windows(key, self.tracker.watermark_for_key(key)):
+                    self.out["windows"].append((b, w.key, w.window_start, w.window_end, w.count, w.sum))
 
+    def _key_view(self) -> dict[Any, tuple[int, str]]:
+        return {
+            k: (s.watermark, "idle" if s.is_idle else "active") for k, s in self.tracker.key_states.items()
+        }
 
-def _key_view(tracker: KeyedWatermarkTracker) -> dict[Hashable, tuple[int, str]]:
-    return {k: (s.watermark, "idle" if s.is_idle else "active") for k, s in tracker.key_states.items()}
-
-
-def _item_error(item: Item, trace_clock: _TraceClock) -> str | None:
-    """F065-R23: malformed items become error rows and change nothing."""
-    if item.kind == "clock":
-        if item.time is None:
-            return "missing_time"
-        if item.time < trace_clock.now:
-            return "clock_went_backwards"
+    def _item_error(self, item: Item) -> str | None:
+        """F065-R23: malformed items become error rows and change nothing."""
+        if item.kind == "clock":
+            if item.time is None:
+                return "missing_time"
+            return "clock_went_backwards" if item.time < self.clock.now else None
+        if item.key is None:
+            return "missing_key"
+        if item.kind == "event" and item.event_time is None:
+            return "missing_event_time"
         return None
-    if item.key is None:
-        return "missing_key"
-    if item.kind == "event" and item.event_time is None:
-        return "missing_event_time"
-    return None
+
+    def checkpoint(self) -> dict[str, Any]:
+        """F065-R24: everything that crosses a restart."""
+        return {
+            "tracker": self.tracker.checkpoint(),
+            "windows": copy.deepcopy(self.windows),
+            "clock": self.clock.now,
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        self.clock = _TraceClock(snapshot["clock"])
+        self.tracker = KeyedWatermarkTracker.restore(snapshot["tracker"], self.clock)
+        self.windows = copy.deepcopy(snapshot["windows"])
+
+
+def run_trace(trace: Trace) -> dict[str, list[Row]]:
+    """Plays a keyed_watermarks trace and returns its observable output tables."""
+    stream = KeyedWatermarkStream(dict(trace.config))
+    for b, batch in enumerate(trace.batches):
+        stream.run_batch(b, batch)
+        if b in trace.restart_after:  # TR-5: only the checkpoint crosses a restart
+            snapshot = stream.checkpoint()
+            output = stream.out
+            stream = KeyedWatermarkStream(dict(trace.config))
+            stream.restore(snapshot)
+            stream.out = output
+    return stream.out
 
 
 __all__ = [
     "BatchResult",
     "EventOutcome",
-    "I64_MAX",
     "KeyEvictionPolicy",
     "KeyWatermarkState",
     "KeyedTumblingWindowOperator",
     "KeyedWatermarkConfig",
     "KeyedWatermarkMetrics",
+    "KeyedWatermarkStream",
     "KeyedWatermarkTracker",
     "MaxKeysReached",
     "WindowResult",

@@ -1,0 +1,72 @@
+"""Hypothesis profiles of the property suites: ``dev``, ``ci`` (default), ``thorough``.
+
+Chosen with the environment variable ``HYPOTHESIS_PROFILE`` (or Hypothesis's
+own ``--hypothesis-profile`` option, which wins when given). Besides the
+Hypothesis settings, each profile says how many generated traces one
+differential run feeds to an engine (all of them in ONE ``engine.run`` call)
+and how long the shrinker may spend on a failing trace.
+
+| profile | oracle examples | differential traces | shrink cap |
+|---|---|---|---|
+| dev | 25 | 50 | 30 s |
+| ci | 100 | 200 | 120 s |
+| thorough | 1000 | 1000 | 300 s |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, settings
+
+ENV_VAR = "HYPOTHESIS_PROFILE"
+DEFAULT_PROFILE = "ci"
+
+
+@dataclass(frozen=True)
+class DifferentialBudget:
+    traces: int  # traces generated and run in one engine.run call
+    shrink_seconds: float  # time cap of the shrinker on the failing trace
+
+
+_COMMON = dict(
+    deadline=None,  # the oracle is fast, but generation of long traces is not timed work
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+
+settings.register_profile("dev", max_examples=25, **_COMMON)
+settings.register_profile("ci", max_examples=100, database=None, **_COMMON)
+settings.register_profile("thorough", max_examples=1000, database=None, **_COMMON)
+
+BUDGETS = {
+    "dev": DifferentialBudget(traces=50, shrink_seconds=30.0),
+    "ci": DifferentialBudget(traces=200, shrink_seconds=120.0),
+    "thorough": DifferentialBudget(traces=1000, shrink_seconds=300.0),
+}
+
+
+def profile_name() -> str:
+    """The active profile: the one Hypothesis loaded if it is ours, else the environment's."""
+    getter = getattr(settings, "get_current_profile_name", None)
+    current = getter() if getter is not None else getattr(settings, "_current_profile", None)
+    if current in BUDGETS:
+        return current
+    return os.environ.get(ENV_VAR, DEFAULT_PROFILE)
+
+
+def load_profile(name: str | None = None) -> str:
+    """Load ``name`` (default: ``$HYPOTHESIS_PROFILE`` or ``ci``) and return it."""
+    name = name or os.environ.get(ENV_VAR) or DEFAULT_PROFILE
+    if name not in BUDGETS:
+        raise ValueError(f"{ENV_VAR}={name!r}: choose one of {sorted(BUDGETS)}")
+    settings.load_profile(name)
+    return name
+
+
+def differential_budget() -> DifferentialBudget:
+    return BUDGETS.get(profile_name(), BUDGETS[DEFAULT_PROFILE])
+
+
+__all__ = ["BUDGETS", "DEFAULT_PROFILE", "DifferentialBudget", "differential_budget", "load_profile"]
