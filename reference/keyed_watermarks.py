@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.traces import InvalidConfig, Item, Trace, saturating_add, saturating_sub
+from harness.traces import I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
 
 Clock = Callable[[], int]
 
@@ -45,14 +45,11 @@ class KeyedWatermarkConfig:
     eviction_policy: KeyEvictionPolicy = KeyEvictionPolicy.LeastRecentlyActive
 
     def __post_init__(self) -> None:
-        if isinstance(self.eviction_policy, str):
-            try:
-                self.eviction_policy = KeyEvictionPolicy(self.eviction_policy)
-            except ValueError:
-                raise InvalidConfig(
-                    f"eviction_policy must be one of {[p.value for p in KeyEvictionPolicy]}, "
-                    f"got {self.eviction_policy!r}"
-                ) from None
+        if not isinstance(self.eviction_policy, KeyEvictionPolicy):
+            names = [p.value for p in KeyEvictionPolicy]
+            if self.eviction_policy not in names:
+                raise InvalidConfig(f"eviction_policy must be one of {names}, got {self.eviction_policy!r}")
+            self.eviction_policy = KeyEvictionPolicy(self.eviction_policy)
         for name in ("bounded_delay", "idle_timeout"):
             _require_int(name, getattr(self, name), minimum=0)
         if self.max_keys is not None:
@@ -290,17 +287,24 @@ class KeyedTumblingWindowOperator:
         return True
 
     def add(self, key: Hashable, event_time: int, value: int) -> None:
-        start = event_time - event_time % self.size  # F065-R21: floor to a multiple of size
-        acc = self.open_windows.setdefault((key, start), [0, 0])
+        acc = self.open_windows.setdefault((key, self.window_start(event_time)), [0, 0])
         acc[0] += 1
         acc[1] += value
+
+    def window_start(self, event_time: int) -> int:
+        # F065-R21: the multiple of size at or below the time, clamped to the range (TR-2).
+        return max(I64_MIN, event_time - event_time % self.size)
+
+    def window_end(self, window_start: int) -> int:
+        aligned = window_start - window_start % self.size  # undo the clamp of the first window
+        return saturating_add(aligned, self.size)
 
     def trigger_key_windows(self, key: Hashable, key_watermark: int | None) -> list[WindowResult]:
         if key_watermark is None:
             return []
         fired = []
         for (k, start), (count, total) in sorted(self.open_windows.items(), key=lambda kv: kv[0][1]):
-            end = saturating_add(start, self.size)
+            end = self.window_end(start)
             if k == key and end <= key_watermark:  # F065-R21: fires once wm reaches the end
                 fired.append(WindowResult(k, start, end, count, total))
         for w in fired:

@@ -1,0 +1,507 @@
+"""pytest plumbing of the conformance suites (loaded by ``-p harness.pytest_plugin``).
+
+* ``--engine NAME`` (repeatable; default ``reference`` and ``spark``; NAME as
+  ``harness.engine.load_engine`` accepts) parametrizes the ``engine`` fixture,
+  so test ids carry the engine name: ``test_...[reference]``.
+* Engine runs are session-wide and cached by the trace's JSON. The first time a
+  scenario of an engine needs output, every collected scenario of that engine
+  is replayed through the step library (Given/When only) and all their traces
+  go to ONE ``engine.run`` call; later steps read the cache. Property tests
+  use ``engine.run(traces)`` on the same cache.
+* Tags: clause tags (``@F065-R7``) become ``@pytest.mark.clauses(...)``, the
+  marker property tests use; ``@oracle-only`` scenarios run on the reference
+  engine only and are skipped, and counted as oracle-only, for the others.
+* ``expectations/<engine>.toml`` entries become strict xfails.
+* The terminal summary prints one row per clause of ``spec/*.md`` and engine
+  (scenarios and properties passed/failed, known deviations, oracle-only) and
+  writes the same as JSON to ``reports/conformance.json``. It is built from
+  the test reports of this run; nothing is run again for it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.clauses import clause_sort_key, is_clause_id, load_clauses
+from harness.engine import Engine, load_engine, run_canonical
+from harness.expectations import Deviation, load_deviations
+from harness.outputs import Output, format_table
+from harness.traces import Trace
+
+DEFAULT_ENGINES = ("reference", "spark")
+ORACLE_ENGINE = "reference"
+ORACLE_ONLY_TAG = "oracle-only"
+
+
+# ---- options and markers ----------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # --engine goes to the anonymous group: a conftest that also tries to add it
+    # then gets pytest's ValueError ("already added") rather than an argparse conflict.
+    parser.addoption(
+        "--engine",
+        action="append",
+        dest="engines",
+        metavar="NAME",
+        help="engine to run the suites against: reference, spark or package.module:attribute "
+        f"(repeatable; default: {' and '.join(DEFAULT_ENGINES)})",
+    )
+    group = parser.getgroup("conformance")
+    group.addoption(
+        "--conformance-report",
+        default="reports/conformance.json",
+        metavar="PATH",
+        help="where the conformance summary JSON goes, relative to the rootdir (default: %(default)s)",
+    )
+    group.addoption(
+        "--expectations-dir",
+        default="expectations",
+        metavar="DIR",
+        help="folder of the per-engine expectation files <engine>.toml (default: %(default)s)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "clauses(*ids): the spec clauses a test shows, e.g. clauses('F065-R5', 'F065-R7')"
+    )
+    config.addinivalue_line("markers", "oracle_only(reason): an API-level scenario run on the reference only")
+    config.addinivalue_line("markers", "feature_tag(name): a Gherkin tag, neither a clause nor oracle-only")
+    engines = list(dict.fromkeys(config.getoption("engines") or DEFAULT_ENGINES))
+    config.stash[_RUNS] = EngineRuns(config, engines)
+    config.stash[_RESULTS] = {}
+
+
+_RUNS = pytest.StashKey["EngineRuns"]()
+_RESULTS = pytest.StashKey[dict[str, "TestResult"]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_bdd_apply_tag(tag: str, function: Any) -> Any:
+    """Gherkin tags -> marks: clause ids, oracle-only, anything else as feature_tag."""
+    if is_clause_id(tag):
+        pytest.mark.clauses(tag)(function)
+    elif tag == ORACLE_ONLY_TAG:
+        pytest.mark.oracle_only(function)
+    else:
+        pytest.mark.feature_tag(tag)(function)
+    return True
+
+
+# ---- the engine fixture -----------------------------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine" in metafunc.fixturenames:
+        engines = metafunc.config.stash[_RUNS].engine_ids
+        metafunc.parametrize("engine", engines, indirect=True, ids=engines)
+
+
+def engine_for(request: pytest.FixtureRequest) -> EngineHandle:
+    """Body of every ``engine`` fixture: the session's handle of the parametrized engine."""
+    engine_id = getattr(request, "param", None)
+    if engine_id is None:
+        raise pytest.UsageError("the 'engine' fixture is parametrized by harness.pytest_plugin (--engine)")
+    return request.config.stash[_RUNS].handle(engine_id)
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest) -> EngineHandle:
+    """The engine under test (parametrized by ``--engine``). ``features/conftest.py``
+    overrides it with an autouse copy so that every scenario is multiplied."""
+    return engine_for(request)
+
+
+# ---- session-wide engine runs -----------------------------------------------
+
+
+@dataclass
+class EngineHandle:
+    """One engine for the whole session: loaded lazily, outputs cached by trace JSON."""
+
+    id: str
+    runs: EngineRuns
+    _engine: Engine | None = None
+    _load_error: BaseException | None = None
+    cache: dict[str, Output | Exception] = field(default_factory=dict)
+    prepared: bool = False
+    calls: int = 0  # engine.run calls, for the summary
+    traces_run: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.id
+
+    def engine(self) -> Engine:
+        if self._engine is None:
+            if self._load_error is None:
+                try:
+                    self._engine = load_engine(self.id)
+                except Exception as e:  # noqa: BLE001 - reported on every test of this engine
+                    self._load_error = e
+            if self._load_error is not None:
+                pytest.fail(
+                    f"engine {self.id!r} could not be loaded: {type(self._load_error).__name__}: "
+                    f"{self._load_error}",
+                    pytrace=False,
+                )
+        assert self._engine is not None
+        return self._engine
+
+    def output(self, trace: Trace) -> Output | Exception:
+        """Output of one trace: from the session pre-run, or run alone on a miss."""
+        if not self.prepared:
+            self.prepared = True
+            self.runs.prerun(self)
+        return self.run([trace])[0]
+
+    def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
+        """Outputs of many traces in at most one engine.run call (cached)."""
+        engine = self.engine()
+        for t in traces:
+            if t.area not in engine.areas:
+                pytest.skip(f"engine {self.id!r} does not implement area {t.area!r}")
+        keys = [t.dumps() for t in traces]
+        missing: dict[str, Trace] = {}
+        for k, t in zip(keys, traces, strict=True):
+            if k not in self.cache:
+                missing.setdefault(k, t)
+        if missing:
+            self.calls += 1
+            self.traces_run += len(missing)
+            results = run_canonical(engine, list(missing.values()))
+            self.cache.update(zip(missing.keys(), results, strict=True))
+        return [self.cache[k] for k in keys]
+
+
+class EngineRuns:
+    def __init__(self, config: pytest.Config, engine_ids: list[str]) -> None:
+        self.config = config
+        self.engine_ids = engine_ids
+        self.handles = {e: EngineHandle(e, self) for e in engine_ids}
+        self.items: list[pytest.Item] = []
+        self.prerun_notes: list[str] = []
+
+    def handle(self, engine_id: str) -> EngineHandle:
+        return self.handles[engine_id]
+
+    def prerun(self, handle: EngineHandle) -> None:
+        """Collects the traces of every selected scenario of this engine and runs them once."""
+        from harness.steps import traces_of_scenario
+
+        traces: dict[str, Trace] = {}
+        skipped = 0
+        for item in self.items:
+            if _engine_of(item) != handle.id or item.get_closest_marker("skip") is not None:
+                continue
+            if item.get_closest_marker("oracle_only") is not None:
+                continue
+            scenario = scenario_of(item)
+            if scenario is None:
+                continue
+            try:
+                for t in traces_of_scenario(scenario.steps, scenario.name):
+                    traces.setdefault(t.dumps(), t)
+            except Exception:  # noqa: BLE001 - the scenario's own run reports it
+                skipped += 1
+        if not traces:
+            return
+        engine = handle.engine()
+        todo = [t for t in traces.values() if t.area in engine.areas]
+        started = time.monotonic()
+        try:
+            handle.run(todo)
+        except Exception as e:  # noqa: BLE001 - fall back to one run per trace
+            self.prerun_notes.append(
+                f"{handle.id}: the combined run of {len(todo)} traces failed ({type(e).__name__}: {e}); "
+                "each scenario runs its trace alone"
+            )
+            return
+        self.prerun_notes.append(
+            f"{handle.id}: {len(todo)} scenario traces in one engine.run call, "
+            f"{time.monotonic() - started:.1f} s"
+            + (f" ({skipped} scenarios could not be replayed)" if skipped else "")
+        )
+
+
+ENGINE_PARAMS = ("engine", "engine_under_test")  # the latter: properties' differential tests
+
+
+def _engine_of(item: pytest.Item) -> str | None:
+    """The engine id an item runs against (its parametrization), None if none."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    for name in ENGINE_PARAMS:
+        value = callspec.params.get(name)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def scenario_of(item: pytest.Item) -> Any:
+    """The rendered pytest-bdd scenario of an item, or None for other tests."""
+    template = _template_of(item)
+    if template is None:
+        return None
+    callspec = getattr(item, "callspec", None)
+    example = callspec.params.get("_pytest_bdd_example", {}) if callspec is not None else {}
+    return template.render(example)
+
+
+def _template_of(item: pytest.Item) -> Any:
+    from pytest_bdd.scenario import scenario_wrapper_template_registry
+
+    func = getattr(item, "obj", None)
+    if func is None:
+        return None
+    try:
+        return scenario_wrapper_template_registry.get(func)
+    except TypeError:  # not weak-referenceable: not a scenario
+        return None
+
+
+def item_clauses(item: pytest.Item) -> list[str]:
+    out: list[str] = []
+    for mark in item.iter_markers("clauses"):
+        out.extend(str(a) for a in mark.args)
+    return sorted(set(out), key=clause_sort_key)
+
+
+def item_name(item: pytest.Item) -> str:
+    """Scenario name for a scenario, function name for other tests."""
+    template = _template_of(item)
+    if template is not None:
+        return template.name
+    return getattr(item, "originalname", item.name)
+
+
+# ---- collection: oracle-only and expectations -------------------------------
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    runs = config.stash[_RUNS]
+    exp_dir = Path(config.rootpath, config.getoption("expectations_dir"))
+    deviations = {e: load_deviations(exp_dir, e) for e in runs.engine_ids}
+    for item in items:
+        engine_id = _engine_of(item)
+        if engine_id is None:
+            continue
+        if item.get_closest_marker("oracle_only") is not None and engine_id != ORACLE_ENGINE:
+            item.add_marker(pytest.mark.skip(reason=f"oracle-only: {oracle_only_reason(item)}"))
+            continue
+        clauses = set(item_clauses(item))
+        name = item_name(item)
+        matched = [d for d in deviations[engine_id] if d.matches(name, clauses)]
+        if matched:
+            item.add_marker(pytest.mark.xfail(strict=True, reason="; ".join(d.describe() for d in matched)))
+            item.user_properties.append(("deviation", [_dev_json(d) for d in matched]))
+
+
+def oracle_only_reason(item: pytest.Item) -> str:
+    template = _template_of(item)
+    reason = (template.description or "").strip() if template is not None else ""
+    mark = item.get_closest_marker("oracle_only")
+    if not reason and mark is not None and mark.args:
+        reason = str(mark.args[0])
+    return " ".join(reason.split()) or "no reason given"
+
+
+def _dev_json(d: Deviation) -> dict[str, Any]:
+    return {"clause": d.clause, "scenario": d.scenario, "reason": d.reason, "link": d.link}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[_RUNS].items = list(session.items)
+
+
+# ---- recording results ------------------------------------------------------
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    name: str
+    engine: str
+    kind: str  # scenario | property
+    clauses: list[str]
+    # passed | failed | deviation (expectation file) | xfailed (the test's own xfail) | oracle-only | skipped
+    outcome: str = "passed"
+    detail: str = ""
+
+
+def _kind(item: pytest.Item) -> str:
+    return "scenario" if _template_of(item) is not None else "property"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    results = item.config.stash[_RESULTS]
+    res = results.get(item.nodeid)
+    if res is None:
+        res = results[item.nodeid] = TestResult(
+            item.nodeid, item_name(item), _engine_of(item) or ORACLE_ENGINE, _kind(item), item_clauses(item)
+        )
+    if report.failed:
+        res.outcome = "failed"
+        if "XPASS(strict)" in str(report.longrepr):
+            res.detail = str(report.longrepr)
+    elif report.skipped and res.outcome != "failed":
+        if hasattr(report, "wasxfail"):
+            from_file = any(k == "deviation" for k, _ in item.user_properties)
+            res.outcome = "deviation" if from_file else "xfailed"
+            res.detail = str(report.wasxfail)
+        else:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            oracle_only = "oracle-only" in reason
+            res.outcome = "oracle-only" if oracle_only else "skipped"
+            res.detail = reason.removeprefix("Skipped: ")
+    return report
+
+
+# ---- the conformance summary ------------------------------------------------
+
+COUNTS = (
+    "scenarios_passed",
+    "scenarios_failed",
+    "properties_passed",
+    "properties_failed",
+    "known_deviations",
+    "xfailed",
+    "oracle_only",
+    "skipped",
+)
+
+
+_PLURAL = {"scenario": "scenarios", "property": "properties"}
+
+
+def build_summary(config: pytest.Config) -> dict[str, Any]:
+    runs = config.stash[_RUNS]
+    results = list(config.stash[_RESULTS].values())
+    spec_clauses = load_clauses(Path(config.rootpath, "spec"))
+    titles = {c.id: (c.title, c.file) for c in spec_clauses}
+    seen = {c for r in results for c in r.clauses}
+    clause_ids = [c.id for c in spec_clauses] + sorted(seen - set(titles), key=clause_sort_key)
+    engines = list(runs.engine_ids)
+    for r in results:
+        if r.engine not in engines:
+            engines.append(r.engine)
+
+    table: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
+    for r in results:
+        for c in r.clauses:
+            counts = table[(c, r.engine)]
+            if r.outcome in ("passed", "failed"):
+                counts[f"{_PLURAL[r.kind]}_{r.outcome}"] += 1
+            elif r.outcome == "deviation":
+                counts["known_deviations"] += 1
+            elif r.outcome == "xfailed":
+                counts["xfailed"] += 1
+            elif r.outcome == "oracle-only":
+                counts["oracle_only"] += 1
+            else:
+                counts["skipped"] += 1
+
+    rows = []
+    for cid in clause_ids:
+        title, file = titles.get(cid, ("", ""))
+        for e in engines:
+            counts = table.get((cid, e), dict.fromkeys(COUNTS, 0))
+            rows.append(
+                {
+                    "clause": cid,
+                    "title": title,
+                    "spec_file": file,
+                    "engine": e,
+                    "status": _status(counts),
+                    **counts,
+                }
+            )
+    return {
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "engines": [
+            {"id": e, "engine_run_calls": runs.handles[e].calls, "traces_run": runs.handles[e].traces_run}
+            if e in runs.handles
+            else {"id": e}
+            for e in engines
+        ],
+        "spec_found": bool(spec_clauses),
+        "rows": rows,
+        "tests": [vars(r) for r in sorted(results, key=lambda r: r.nodeid)],
+    }
+
+
+def _status(c: dict[str, int]) -> str:
+    if c["scenarios_failed"] or c["properties_failed"]:
+        return "FAIL"
+    if c["known_deviations"]:
+        return "deviation"
+    if c["xfailed"]:
+        return "xfail"
+    if c["scenarios_passed"] or c["properties_passed"]:
+        return "ok"
+    if c["oracle_only"]:
+        return "oracle-only"
+    return "untested"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    results = config.stash.get(_RESULTS, {})
+    if not results:
+        return
+    summary = build_summary(config)
+    tr = terminalreporter
+    tr.section("conformance summary")
+    for note in config.stash[_RUNS].prerun_notes:
+        tr.write_line(f"engine run: {note}")
+    if not summary["spec_found"]:
+        tr.write_line("no clause headings found in spec/*.md; listing the clauses seen in tags")
+    columns = (
+        "clause",
+        "engine",
+        "scen ok",
+        "scen fail",
+        "prop ok",
+        "prop fail",
+        "deviation",
+        "xfail",
+        "oracle-only",
+        "status",
+    )
+    rows = [
+        (
+            r["clause"],
+            r["engine"],
+            r["scenarios_passed"],
+            r["scenarios_failed"],
+            r["properties_passed"],
+            r["properties_failed"],
+            r["known_deviations"],
+            r["xfailed"],
+            r["oracle_only"],
+            r["status"],
+        )
+        for r in summary["rows"]
+    ]
+    tr.write_line(format_table(columns, rows))
+    path = Path(config.rootpath, config.getoption("conformance_report"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+        tr.write_line(f"conformance report: {path}")
+    except OSError as e:  # pragma: no cover - read-only checkouts
+        print(f"could not write {path}: {e}", file=sys.stderr)

@@ -1,0 +1,802 @@
+"""The shared, engine-agnostic Gherkin step library.
+
+One registry (``LIBRARY``) maps step patterns to handler functions that work
+on a ``ScenarioState``. pytest-bdd runs them through ``LIBRARY.bind`` (see
+``features/conftest.py``), and the harness replays the same handlers before
+any test runs to collect every scenario's trace, so an expensive engine runs
+all scenarios of a session in one ``engine.run`` call (``harness.pytest_plugin``).
+
+Given and When steps only build the trace. Then steps look at the engine's
+output for the trace built so far; they never change it.
+
+How batches are counted
+-----------------------
+A trace is a list of micro-batches (spec/traces.md TR-5), numbered from 0 as
+in every output table: the first batch a scenario creates is batch 0.
+
+* Every When step that adds items creates ONE new batch holding its items in
+  table order, unless it says ``in the same batch``, which appends to the
+  latest batch instead. So::
+
+      When these events arrive in one batch:          <- batch 0
+      When the processing clock advances to 500 ms    <- batch 1 (just the clock item)
+      When key a is marked idle in the same batch     <- still batch 1
+      When these events arrive in the next batch:     <- batch 2
+
+* ``in one batch`` and ``in the next batch`` both create a new batch; ``next``
+  reads better after an earlier batch and is refused for the very first one.
+  ``one per batch`` creates one batch per table row.
+* ``When these items arrive in one batch:`` takes a ``kind`` column
+  (event, clock, idle, remove_key) to mix events and control items inside one
+  batch, which is how segments (F065-R22) and error rows are written.
+* ``When an empty batch passes`` creates a batch without items.
+* ``When the engine restarts from its checkpoint`` creates no batch: it puts a
+  restart point after the latest batch (TR-5).
+* A Then step sees the output of the trace built up to that step; "the last
+  batch" is the latest batch created so far.
+
+Cells: numbers are milliseconds (``10_000``, ``I64_MAX``, ``I64_MIN + 5`` are
+accepted); an empty cell is a missing field (an item without a key, an event
+without a time), ``-`` or ``none`` in an expected table is null.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NoReturn, Protocol, cast
+
+from harness.outputs import TABLES, Output, format_table
+from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
+
+DataTable = list[list[str]]
+
+
+class StepUsageError(Exception):
+    """A step used in a way the library cannot turn into a trace (a scenario bug)."""
+
+
+# ---- values -----------------------------------------------------------------
+
+_TIME_RE = re.compile(r"^\s*(?:(I64_MAX|I64_MIN)\s*(?:([+-])\s*([0-9_]+))?|(-?[0-9_]+))\s*$", re.IGNORECASE)
+
+# Columns that hold text; every other column holds an integer or null.
+STRING_COLUMNS = {"key", "verdict", "state", "reason", "kind", "source", "metric", "setting"}
+NULL_CELLS = {"", "-", "none", "null"}
+
+
+def parse_time(text: str) -> int:
+    """``10000``, ``10_000``, ``-5``, ``I64_MAX``, ``I64_MIN + 3`` -> int (milliseconds)."""
+    m = _TIME_RE.match(text)
+    if not m:
+        raise StepUsageError(f"{text!r} is not a number of milliseconds")
+    if m.group(4) is not None:
+        return int(m.group(4))
+    base = I64_MAX if m.group(1).upper() == "I64_MAX" else I64_MIN
+    if m.group(2):
+        offset = int(m.group(3))
+        base = base + offset if m.group(2) == "+" else base - offset
+    return base
+
+
+def parse_key(text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1]
+    return text or None
+
+
+def parse_expected_cell(column: str, text: str) -> Any:
+    """A cell of an expected (Then) table, typed by its column."""
+    t = text.strip()
+    if t.lower() in NULL_CELLS:
+        return None
+    if column == "verdict":
+        return t.replace(" ", "_")  # "on time" reads as "on_time"
+    if column in STRING_COLUMNS:
+        return parse_key(t)
+    return parse_time(t)
+
+
+def parse_setting_value(text: str) -> Any:
+    """A configuration cell: int, none, true/false, a float, "quoted text" or bare text."""
+    t = text.strip()
+    if t.lower() in ("none", "null"):
+        return None
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    try:
+        return parse_time(t)
+    except StepUsageError:
+        pass
+    if len(t) >= 2 and t[0] == t[-1] == '"':
+        return t[1:-1]
+    try:
+        return float(t)
+    except ValueError:
+        return t
+
+
+def _table_dicts(datatable: DataTable | None, step: str) -> tuple[list[str], list[dict[str, str]]]:
+    if not datatable:
+        raise StepUsageError(f"step {step!r} needs a table")
+    header = [h.strip() for h in datatable[0]]
+    return header, [dict(zip(header, row, strict=True)) for row in datatable[1:]]
+
+
+# ---- the scenario state (a trace builder) -----------------------------------
+
+
+class EngineHandle(Protocol):
+    """What Then steps need from the engine fixture (harness.pytest_plugin.EngineHandle)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def output(self, trace: Trace) -> Output | Exception: ...
+
+
+class DirectView(Protocol):
+    """An object-API view (oracle-only scenarios): what Then steps can ask it."""
+
+    def key_states(self) -> dict[str, tuple[int | None, str]]: ...
+
+    def global_watermark(self) -> int | None: ...
+
+    def metrics(self) -> dict[str, int]: ...
+
+
+@dataclass
+class ScenarioState:
+    """A scenario's trace under construction, and where its Then steps look."""
+
+    engine: EngineHandle | None = None
+    name: str = ""
+    area: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    batches: list[list[Item]] = field(default_factory=list)
+    restart_after: set[int] = field(default_factory=set)
+    direct: DirectView | None = None  # set by object-API (oracle-only) Given steps
+    scratch: dict[str, Any] = field(default_factory=dict)  # free room for area steps
+
+    # -- building
+    def start(self, area: str) -> None:
+        if self.area is not None and self.area != area:
+            raise StepUsageError(f"scenario already configures {self.area!r}, cannot add {area!r}")
+        if area not in TABLES:
+            raise StepUsageError(f"unknown area {area!r}; known: {sorted(TABLES)}")
+        self.area = area
+
+    def require_area(self) -> str:
+        if self.area is None:
+            raise StepUsageError("configure the area first, e.g. 'Given keyed watermarks with ...'")
+        return self.area
+
+    def add(self, items: Sequence[Item], where: str = "in one batch") -> None:
+        """Places items per the batching rules of the module docstring."""
+        self.require_area()
+        if where == "in the same batch":
+            if not self.batches:
+                raise StepUsageError("'in the same batch' needs an earlier batch")
+            self.batches[-1].extend(items)
+        elif where in ("in one batch", "in the next batch", ""):
+            if where == "in the next batch" and not self.batches:
+                raise StepUsageError("'in the next batch' needs an earlier batch; say 'in one batch'")
+            self.batches.append(list(items))
+        elif where == "one per batch":
+            for item in items:
+                self.batches.append([item])
+        else:
+            raise StepUsageError(f"unknown batch placement {where!r}")
+
+    def restart(self) -> None:
+        if not self.batches:
+            raise StepUsageError("a restart point needs a batch before it")
+        self.restart_after.add(len(self.batches) - 1)
+
+    @property
+    def last_batch(self) -> int:
+        if not self.batches:
+            raise StepUsageError("no batch has run yet")
+        return len(self.batches) - 1
+
+    def trace(self) -> Trace:
+        """The trace built so far. A restart point after the latest batch has nothing
+        after it yet and cannot change what is observed so far, so it is left out."""
+        area = self.require_area()
+        last = len(self.batches) - 1
+        return Trace(
+            area=area,
+            config=dict(self.config),
+            batches=tuple(tuple(b) for b in self.batches),
+            restart_after=frozenset(b for b in self.restart_after if b < last),
+            name=self.name,
+        )
+
+    # -- observing
+    def output(self) -> Output:
+        """The engine's output for the trace so far; fails the step on InvalidConfig."""
+        result = self.raw_output()
+        if isinstance(result, Exception):
+            _fail(
+                f"the engine {self.engine_name} rejected the configuration "
+                f"{self.config!r}: {type(result).__name__}: {result}",
+                self,
+            )
+        return result
+
+    def raw_output(self) -> Output | Exception:
+        if self.engine is None:
+            raise StepUsageError("no engine: Then steps run only under pytest")
+        return self.engine.output(self.trace())
+
+    @property
+    def engine_name(self) -> str:
+        return repr(getattr(self.engine, "name", "?"))
+
+    def table(self, name: str) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        area = self.require_area()
+        if name not in TABLES[area]:
+            raise StepUsageError(f"area {area!r} has no {name!r} table")
+        return TABLES[area][name], list(self.output()[name])
+
+
+# ---- the registry -----------------------------------------------------------
+
+
+@dataclass
+class StepDef:
+    type: str  # given | when | then
+    pattern: str
+    func: Callable[..., Any]
+    regex: re.Pattern[str]
+    owner: str  # module that defined it (what ``bind`` installs)
+
+    def call(self, state: ScenarioState, text: str, datatable: DataTable | None) -> Any:
+        m = self.regex.fullmatch(text)
+        assert m is not None
+        kwargs = dict(m.groupdict())
+        if "datatable" in inspect.signature(self.func).parameters:
+            kwargs["datatable"] = datatable
+        return self.func(state, **kwargs)
+
+
+class StepLibrary:
+    """Pattern -> handler; one instance (LIBRARY) serves pytest-bdd and the pre-pass."""
+
+    def __init__(self) -> None:
+        self.defs: list[StepDef] = []
+
+    def _register(self, type_: str, pattern: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+            self.defs.append(StepDef(type_, pattern, func, re.compile(pattern), func.__module__))
+            return func
+
+        return decorator
+
+    def given(self, pattern: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        return self._register("given", pattern)
+
+    def when(self, pattern: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        return self._register("when", pattern)
+
+    def then(self, pattern: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        return self._register("then", pattern)
+
+    def find(self, type_: str, text: str) -> StepDef | None:
+        found = [d for d in self.defs if d.type == type_ and d.regex.fullmatch(text)]
+        if len(found) > 1:
+            raise StepUsageError(f"step {text!r} matches several patterns: {[d.pattern for d in found]}")
+        return found[0] if found else None
+
+    def bind(self, namespace: dict[str, Any], owner: str | None = None) -> list[str]:
+        """Installs the steps defined by module ``owner`` (default: this library's
+        shared steps) as pytest-bdd step fixtures in ``namespace``: call it at module
+        level of a conftest or test module as ``LIBRARY.bind(globals())``."""
+        from pytest_bdd import parsers
+        from pytest_bdd import step as bdd_step
+
+        owner = owner or __name__
+        before = set(namespace)
+        for d in self.defs:
+            if d.owner != owner:
+                continue
+            wrapper = _bdd_wrapper(d)
+            # pytest-bdd writes the fixture into the locals of the frame two levels
+            # up from its decorator: bind's caller, the module being set up.
+            step_type = cast(Literal["given", "when", "then"], d.type)
+            bdd_step(parsers.re(d.pattern), step_type, stacklevel=2)(wrapper)
+        added = sorted(set(namespace) - before)
+        if not added:
+            raise RuntimeError("LIBRARY.bind must be called at module level with that module's globals()")
+        return added
+
+
+def _bdd_wrapper(d: StepDef) -> Callable[..., Any]:
+    def wrapper(scenario_state: ScenarioState, datatable: DataTable | None = None, **groups: Any) -> Any:
+        __tracebackhide__ = True
+        kwargs = dict(groups)
+        if "datatable" in inspect.signature(d.func).parameters:
+            kwargs["datatable"] = datatable
+        return d.func(scenario_state, **kwargs)
+
+    params = [inspect.Parameter("scenario_state", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(g, inspect.Parameter.KEYWORD_ONLY, default=None) for g in d.regex.groupindex]
+    params.append(inspect.Parameter("datatable", inspect.Parameter.KEYWORD_ONLY, default=None))
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__name__ = f"step_{d.func.__name__}"
+    wrapper.__doc__ = d.pattern
+    return wrapper
+
+
+LIBRARY = StepLibrary()
+given, when, then = LIBRARY.given, LIBRARY.when, LIBRARY.then
+
+
+def traces_of_scenario(steps: Iterable[Any], name: str, library: StepLibrary = LIBRARY) -> list[Trace]:
+    """The pre-pass: replays a parsed scenario's Given/When steps (pytest_bdd.parser.Step)
+    through the library and returns the trace each Then step will look at (deduplicated)."""
+    state = ScenarioState(name=name)
+    traces: list[Trace] = []
+    seen: set[str] = set()
+    for step in steps:
+        if step.type == "then":
+            if state.area is not None and state.direct is None:
+                t = state.trace()
+                if t.dumps() not in seen:
+                    seen.add(t.dumps())
+                    traces.append(t)
+            continue
+        d = library.find(step.type, step.name)
+        if d is None:
+            raise StepUsageError(f"no step definition for {step.type} {step.name!r}")
+        d.call(state, step.name, step.datatable.raw() if step.datatable is not None else None)
+    return traces
+
+
+# ---- Given: configuration ---------------------------------------------------
+
+# Setting phrases: "a bounded delay of 5000 ms" -> {"bounded_delay": 5000}. Areas add theirs.
+SETTING_PHRASES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]]] = [
+    (re.compile(r"an? bounded delay of (?P<v>.+?) ms"), lambda m: {"bounded_delay": parse_time(m["v"])}),
+    (re.compile(r"an? idle timeout of (?P<v>.+?) ms"), lambda m: {"idle_timeout": parse_time(m["v"])}),
+    (
+        re.compile(r"at most (?P<n>-?\d+) keys? (?:evicting|under) (?P<p>\w+)"),
+        lambda m: {"max_keys": int(m["n"]), "eviction_policy": m["p"]},
+    ),
+    (re.compile(r"tumbling windows of (?P<v>.+?) ms"), lambda m: {"window_size": parse_time(m["v"])}),
+    (re.compile(r"the default configuration"), lambda m: {}),
+]
+_PHRASE_STARTS = r"(?:an? bounded delay|an? idle timeout|at most|tumbling windows)"
+
+
+def parse_settings(text: str) -> dict[str, Any]:
+    """ "a bounded delay of 0 ms, an idle timeout of 10 ms and at most 2 keys evicting X"."""
+    out: dict[str, Any] = {}
+    for part in re.split(r",\s*(?:and\s+)?|\s+and\s+", text.strip()):
+        part = part.strip()
+        for regex, make in SETTING_PHRASES:
+            m = regex.fullmatch(part)
+            if m:
+                out.update(make(m))
+                break
+        else:
+            phrases = ", ".join(r.pattern for r, _ in SETTING_PHRASES)
+            raise StepUsageError(f"unknown setting phrase {part!r}; known: {phrases}")
+    return out
+
+
+def area_of(noun: str) -> str:
+    return noun.strip().lower().replace(" ", "_").replace("-", "_")
+
+
+# Area nouns: the areas of harness/outputs.py TABLES, underscores read as spaces.
+_AREAS = "|".join(sorted((re.escape(a.replace("_", " ")) for a in TABLES), key=len, reverse=True))
+
+
+@given(rf"(?P<area>{_AREAS}) with (?P<settings>(?!.*:$).+)")
+def configure_area(state: ScenarioState, area: str, settings: str) -> None:
+    """Given keyed watermarks with a bounded delay of 5000 ms and an idle timeout of 1000 ms"""
+    state.start(area_of(area))
+    state.config.update(parse_settings(settings))
+
+
+@given(rf"(?:and |with )?(?P<settings>{_PHRASE_STARTS} .+)")
+def configure_more(state: ScenarioState, settings: str) -> None:
+    """And an idle timeout of 1000 ms"""
+    state.require_area()
+    state.config.update(parse_settings(settings))
+
+
+@given(rf"(?P<area>{_AREAS}) configured with:")
+def configure_table(state: ScenarioState, area: str, datatable: DataTable | None = None) -> None:
+    """Given keyed watermarks configured with: | setting | value | (values typed as written)"""
+    state.start(area_of(area))
+    header, rows = _table_dicts(datatable, "configured with:")
+    if header != ["setting", "value"]:
+        raise StepUsageError(f"the configuration table has columns | setting | value |, got {header}")
+    for row in rows:
+        state.config[row["setting"].strip()] = parse_setting_value(row["value"])
+
+
+# ---- When: the stream -------------------------------------------------------
+
+_WHERE = r"(?P<where>in one batch|in the next batch|in the same batch|one per batch)"
+_SAME = r"(?P<same> in the same batch)?"
+_KEY = r'(?P<key>"[^"]*"|\S+)'
+
+
+def _cell(row: Mapping[str, str], column: str) -> str | None:
+    v = row.get(column)
+    return None if v is None or v.strip() == "" else v.strip()
+
+
+def _item_from_row(row: Mapping[str, str], kind: str) -> Item:
+    def time_of(col: str) -> int | None:
+        v = _cell(row, col)
+        return None if v is None else parse_time(v)
+
+    partition = time_of("partition")
+    return Item(
+        kind=kind,
+        key=parse_key(_cell(row, "key")),
+        event_time=time_of("event_time"),
+        value=time_of("value") or 0,
+        partition=partition,
+        source=_cell(row, "source"),
+        time=time_of("time"),
+    )
+
+
+_ITEM_COLUMNS = {"kind", "key", "event_time", "value", "time", "partition", "source"}
+
+
+def _check_columns(header: Sequence[str], allowed: set[str], step: str) -> None:
+    unknown = [h for h in header if h not in allowed]
+    if unknown:
+        raise StepUsageError(f"{step}: unknown columns {unknown}; allowed: {sorted(allowed)}")
+
+
+@when(rf"these events arrive {_WHERE}:")
+def events_arrive(state: ScenarioState, where: str, datatable: DataTable | None = None) -> None:
+    """When these events arrive in one batch: | key | event_time | value |"""
+    header, rows = _table_dicts(datatable, "these events arrive")
+    _check_columns(header, _ITEM_COLUMNS - {"kind", "time"}, "these events arrive")
+    state.add([_item_from_row(r, "event") for r in rows], where)
+
+
+@when(rf"these items arrive {_WHERE}:")
+def items_arrive(state: ScenarioState, where: str, datatable: DataTable | None = None) -> None:
+    """When these items arrive in one batch: | kind | key | event_time | value | time |"""
+    header, rows = _table_dicts(datatable, "these items arrive")
+    _check_columns(header, _ITEM_COLUMNS, "these items arrive")
+    if "kind" not in header:
+        raise StepUsageError("these items arrive: the table needs a 'kind' column")
+    state.add([_item_from_row(r, r["kind"].strip()) for r in rows], where)
+
+
+@when(rf"the processing clock (?:advances|moves|goes back) to (?P<time>.+?) ms{_SAME}")
+def clock_moves(state: ScenarioState, time: str, same: str | None) -> None:
+    state.add([Item("clock", time=parse_time(time))], "in the same batch" if same else "in one batch")
+
+
+@when(rf"key {_KEY} is marked idle{_SAME}")
+def key_marked_idle(state: ScenarioState, key: str, same: str | None) -> None:
+    state.add([Item("idle", key=parse_key(key))], "in the same batch" if same else "in one batch")
+
+
+@when(rf"key {_KEY} is removed{_SAME}")
+def key_removed(state: ScenarioState, key: str, same: str | None) -> None:
+    state.add([Item("remove_key", key=parse_key(key))], "in the same batch" if same else "in one batch")
+
+
+@when(r"(?:an|(?P<n>\d+)) empty batch(?:es)? pass(?:es)?")
+def empty_batches(state: ScenarioState, n: str | None) -> None:
+    for _ in range(int(n) if n else 1):
+        state.add([], "in one batch")
+
+
+@when(r"the engine restarts from its checkpoint")
+def engine_restarts(state: ScenarioState) -> None:
+    state.restart()
+
+
+@when(r"the engine keeps running")
+def engine_keeps_running(state: ScenarioState) -> None:
+    """A no-op, the twin of a restart in a Scenario Outline (restart or not, same output)."""
+
+
+# ---- Then: comparing tables -------------------------------------------------
+
+
+def _fail(message: str, state: ScenarioState | None) -> NoReturn:
+    import pytest
+
+    __tracebackhide__ = True
+    if state is not None and state.area is not None and state.direct is None:
+        message += f"\n\ntrace (engine {state.engine_name}):\n{state.trace().describe()}"
+    pytest.fail(message, pytrace=False)
+
+
+def side_by_side(
+    columns: Sequence[str], expected: Sequence[tuple[Any, ...]], actual: Sequence[tuple[Any, ...]]
+) -> str:
+    """Expected and actual as two tables next to each other; '≠' marks rows that differ."""
+    left = format_table(columns, expected).splitlines()
+    right = format_table(columns, actual).splitlines()
+    width = max(len(x) for x in left)
+    lines = [f"{'expected'.ljust(width)}     actual"]
+    for i in range(max(len(left), len(right))):
+        l_line = left[i] if i < len(left) else ""
+        r_line = right[i] if i < len(right) else ""
+        differs = i > 0 and (i > len(expected) or i > len(actual) or expected[i - 1] != actual[i - 1])
+        lines.append(f"{l_line.ljust(width)}  {'≠' if differs else ' '}  {r_line}")
+    return "\n".join(lines)
+
+
+def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((v is not None, v) for v in row)
+
+
+def assert_rows(
+    what: str,
+    columns: Sequence[str],
+    expected: Sequence[tuple[Any, ...]],
+    actual: Sequence[tuple[Any, ...]],
+    state: ScenarioState | None,
+) -> None:
+    """Equal as lists, or as multisets (then row order is not a claim of the step)."""
+    __tracebackhide__ = True
+    expected, actual = list(expected), list(actual)
+    if expected == actual or sorted(expected, key=_sort_key) == sorted(actual, key=_sort_key):
+        return
+    where = ""
+    if state is not None and state.batches:
+        where = f" (engine {state.engine_name}, after batch {state.last_batch})"
+    _fail(f"{what}{where}: expected and actual differ\n{side_by_side(columns, expected, actual)}", state)
+
+
+def expect_table(
+    state: ScenarioState, datatable: DataTable | None, step: str, allowed: Sequence[str]
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Parses an expected table whose header is a subset of ``allowed`` columns."""
+    if not datatable:
+        raise StepUsageError(f"step {step!r} needs a table")
+    header = [h.strip() for h in datatable[0]]
+    _check_columns(header, set(allowed), step)
+    rows = [tuple(parse_expected_cell(c, v) for c, v in zip(header, r, strict=True)) for r in datatable[1:]]
+    return header, rows
+
+
+def project(
+    columns: Sequence[str], rows: Iterable[tuple[Any, ...]], header: Sequence[str]
+) -> list[tuple[Any, ...]]:
+    idx = [list(columns).index(h) for h in header]
+    return [tuple(r[i] for i in idx) for r in rows]
+
+
+def _compare_table(
+    state: ScenarioState,
+    table: str,
+    datatable: DataTable | None,
+    step: str,
+    where: Callable[[dict[str, Any]], bool] = lambda r: True,
+) -> None:
+    __tracebackhide__ = True
+    columns, rows = state.table(table)
+    header, expected = expect_table(state, datatable, step, columns)
+    selected = [r for r in rows if where(dict(zip(columns, r, strict=True)))]
+    assert_rows(f"Then {step.rstrip(':')}", header, expected, project(columns, selected, header), state)
+
+
+# -- current key state, global watermark, metrics (engine output or direct view)
+
+
+class OutputView:
+    """What Then steps read from an engine's output tables (keyed_watermarks)."""
+
+    def __init__(self, state: ScenarioState) -> None:
+        self.state = state
+
+    def key_states(self) -> dict[str, tuple[int | None, str]]:
+        """The current keys, folded from the ``keys`` change table (F065-R22)."""
+        columns, rows = self.state.table("keys")
+        current: dict[str, tuple[int | None, str]] = {}
+        for row in sorted(rows, key=lambda r: r[0]):  # by batch; one row per key per batch
+            r = dict(zip(columns, row, strict=True))
+            if r["state"] == "removed":
+                current.pop(r["key"], None)
+            else:
+                current[r["key"]] = (r["watermark"], r["state"])
+        return current
+
+    def _last_progress(self) -> dict[str, Any]:
+        columns, rows = self.state.table("progress")
+        last = self.state.last_batch
+        mine = [dict(zip(columns, r, strict=True)) for r in rows if r[0] == last]
+        if len(mine) != 1:
+            _fail(f"expected one progress row for batch {last}, got {len(mine)}", self.state)
+        return mine[0]
+
+    def global_watermark(self) -> int | None:
+        return self._last_progress()["global_watermark"]
+
+    def metrics(self) -> dict[str, int]:
+        return {k: v for k, v in self._last_progress().items() if k not in ("batch", "global_watermark")}
+
+
+def view(state: ScenarioState) -> DirectView | OutputView:
+    return state.direct if state.direct is not None else OutputView(state)
+
+
+@then(r"the key watermarks are:")
+def key_watermarks_are(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| key | watermark | [state |]: every tracked key, none other (untracked keys are absent)."""
+    current = view(state).key_states()
+    allowed = ("key", "watermark", "state")
+    header, expected = expect_table(state, datatable, "the key watermarks are:", allowed)
+    actual_full = [(k, wm, st) for k, (wm, st) in sorted(current.items())]
+    actual = project(("key", "watermark", "state"), actual_full, header)
+    assert_rows("Then the key watermarks are", header, expected, actual, state)
+
+
+@then(rf"key {_KEY} is not tracked")
+def key_not_tracked(state: ScenarioState, key: str) -> None:
+    current = view(state).key_states()
+    k = parse_key(key)
+    if k in current:
+        wm, st = current[k]
+        _fail(f"key {k!r} is tracked (watermark {wm}, {st}); expected it untracked", state)
+
+
+@then(r"the global watermark is (?P<value>.+)")
+def global_watermark_is(state: ScenarioState, value: str) -> None:
+    expected = parse_expected_cell("global_watermark", value)
+    actual = view(state).global_watermark()
+    if expected != actual:
+        assert_rows("Then the global watermark is", ["global_watermark"], [(expected,)], [(actual,)], state)
+
+
+@then(r"the metrics are:")
+def metrics_are(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| metric | value |: the metrics after the last batch (any subset)."""
+    metrics = view(state).metrics()
+    header, rows = _table_dicts(datatable, "the metrics are:")
+    if header != ["metric", "value"]:
+        raise StepUsageError(f"the metrics table has columns | metric | value |, got {header}")
+    unknown = [r["metric"].strip() for r in rows if r["metric"].strip() not in metrics]
+    if unknown:
+        raise StepUsageError(f"unknown metrics {unknown}; known: {sorted(metrics)}")
+    expected = [(r["metric"].strip(), parse_expected_cell("value", r["value"])) for r in rows]
+    actual = [(m, metrics[m]) for m, _ in expected]
+    assert_rows("Then the metrics are", ["metric", "value"], expected, actual, state)
+
+
+@then(r"the progress is:")
+def progress_is(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| batch | global_watermark | ... |: one row per batch so far, chosen columns."""
+    _compare_table(state, "progress", datatable, "the progress is:")
+
+
+_BATCH_SCOPE = r"(?: in (?P<scope>the last batch|batch (?P<n>\d+)))?"
+
+
+def _in_scope(state: ScenarioState, scope: str | None, n: str | None) -> Callable[[dict[str, Any]], bool]:
+    if scope is None:
+        return lambda r: True
+    b = state.last_batch if n is None else int(n)
+    return lambda r: r["batch"] == b
+
+
+@then(rf"the verdicts{_BATCH_SCOPE} are:")
+def verdicts_are(
+    state: ScenarioState, scope: str | None, n: str | None, datatable: DataTable | None = None
+) -> None:
+    """| key | event_time | verdict |: the events (all, or of one batch) in arrival order."""
+    title = f"the verdicts in {scope} are" if scope else "the verdicts are"
+    _compare_table(state, "events", datatable, title, _in_scope(state, scope, n))
+
+
+@then(rf"the event of key {_KEY} at (?P<time>.+?) ms is (?P<verdict>on time|late|rejected)")
+def event_verdict(state: ScenarioState, key: str, time: str, verdict: str) -> None:
+    """The latest event of that key and time so far has this verdict."""
+    columns, rows = state.table("events")
+    k, t = parse_key(key), parse_time(time)
+    mine = [
+        r
+        for r in (dict(zip(columns, row, strict=True)) for row in rows)
+        if r["key"] == k and r["event_time"] == t
+    ]
+    if not mine:
+        _fail(f"no event of key {k!r} at {t} in the output", state)
+    last = max(mine, key=lambda r: (r["batch"], r["seq"]))
+    want = verdict.replace(" ", "_")
+    if last["verdict"] != want:
+        cols = list(columns)
+        expected = [tuple({**last, "verdict": want}[c] for c in cols)]
+        assert_rows(
+            f"Then the event of key {k} at {t} ms is {verdict}",
+            cols,
+            expected,
+            [tuple(last[c] for c in cols)],
+            state,
+        )
+
+
+@then(r"these windows fire in batch (?P<n>\d+):")
+def windows_fire_in(state: ScenarioState, n: str, datatable: DataTable | None = None) -> None:
+    """| key | window_start | window_end | count | sum |: exactly the windows of batch n."""
+    b = int(n)
+    title = f"these windows fire in batch {b}"
+    _compare_table(state, "windows", datatable, title, lambda r: r["batch"] == b)
+
+
+@then(r"the windows are:")
+def windows_are(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| batch | key | window_start | window_end | count | sum |: every fired window so far."""
+    _compare_table(state, "windows", datatable, "the windows are:")
+
+
+@then(r"no windows fire(?: in batch (?P<n>\d+))?")
+def no_windows(state: ScenarioState, n: str | None) -> None:
+    columns, rows = state.table("windows")
+    if n is not None:
+        rows = [r for r in rows if r[0] == int(n)]
+    if rows:
+        assert_rows("Then no windows fire", columns, [], rows, state)
+
+
+@then(r"the errors are:")
+def errors_are(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| batch | seq | reason |"""
+    _compare_table(state, "errors", datatable, "the errors are:")
+
+
+@then(r"there are no errors")
+def no_errors(state: ScenarioState) -> None:
+    columns, rows = state.table("errors")
+    if rows:
+        assert_rows("Then there are no errors", columns, [], rows, state)
+
+
+@then(rf"the key changes{_BATCH_SCOPE} are:")
+def key_changes_are(
+    state: ScenarioState, scope: str | None, n: str | None, datatable: DataTable | None = None
+) -> None:
+    """| batch | key | watermark | state |: the raw ``keys`` change table."""
+    title = f"the key changes in {scope} are" if scope else "the key changes are"
+    _compare_table(state, "keys", datatable, title, _in_scope(state, scope, n))
+
+
+@then(r"the configuration is rejected")
+def configuration_rejected(state: ScenarioState) -> None:
+    """The engine answers the trace with InvalidConfig (TR-6)."""
+    result = state.raw_output()
+    if not isinstance(result, InvalidConfig):
+        got = f"{type(result).__name__}: {result}" if isinstance(result, Exception) else "an output"
+        _fail(
+            f"expected InvalidConfig for configuration {state.config!r}; the engine "
+            f"{state.engine_name} returned {got}",
+            state,
+        )
+
+
+__all__ = [
+    "LIBRARY",
+    "DirectView",
+    "EngineHandle",
+    "OutputView",
+    "ScenarioState",
+    "StepLibrary",
+    "StepUsageError",
+    "assert_rows",
+    "parse_expected_cell",
+    "parse_settings",
+    "parse_time",
+    "side_by_side",
+    "traces_of_scenario",
+]
