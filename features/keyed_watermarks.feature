@@ -12,7 +12,7 @@ Feature: Keyed watermarks
 
   Rule: Per-key watermarks and lateness
 
-    @F065-R2 @F065-R3 @F065-R4 @F065-R5
+    @F065-R2 @F065-R3 @F065-R4 @F065-R5 @TR-1 @TR-8 @TR-9
     Scenario: A slow tenant is judged by its own watermark
       The seed's worked example.
       Given keyed watermarks with a bounded delay of 5000 ms
@@ -94,7 +94,7 @@ Feature: Keyed watermarks
         | metric       | value |
         | key_advances | 2     |
 
-    @F065-R2 @F065-R3 @F065-R19
+    @F065-R2 @F065-R3 @F065-R19 @TR-2
     Scenario: A watermark may be negative and saturates at the lower bound of time
       A first event whose watermark saturates still counts as a key advance; a later
       event that raises the maximum event time but not the saturated watermark does not.
@@ -660,7 +660,7 @@ Feature: Keyed watermarks
 
   Rule: Configuration
 
-    @F065-R20
+    @F065-R20 @TR-6
     Scenario Outline: A bad setting is refused before any event
       Given keyed watermarks configured with:
         | setting   | value   |
@@ -864,7 +864,7 @@ Feature: Keyed watermarks
 
   Rule: The stream
 
-    @F065-R22
+    @F065-R22 @TR-5
     Scenario: Every batch reports progress, empty ones too, and a key change only when the key changed
       Given keyed watermarks with a bounded delay of 5000 ms
       When an empty batch passes
@@ -889,7 +889,7 @@ Feature: Keyed watermarks
         | batch | seq | key | event_time | key_watermark | verdict |
         | 3     | 1   | a   | 2000       | 5000          | late    |
 
-    @F065-R23 @F065-R22
+    @F065-R23 @F065-R22 @TR-7 @TR-3
     Scenario: Malformed items become error rows and change nothing
       Given keyed watermarks with a bounded delay of 5000 ms
       When these items arrive in one batch:
@@ -932,7 +932,7 @@ Feature: Keyed watermarks
         | batch | global_watermark | global_advances |
         | 0     | 25000            | 2               |
 
-    @F065-R23 @F065-R10
+    @F065-R23 @F065-R10 @TR-4
     Scenario: A clock that goes backwards is an error and does not move the clock
       Given keyed watermarks with a bounded delay of 5000 ms and an idle timeout of 1000 ms
       When these items arrive in one batch:
@@ -952,7 +952,7 @@ Feature: Keyed watermarks
         | key | watermark | state |
         | a   | 5000      | idle  |
 
-    @F065-R24 @F065-R21 @F065-R13 @F065-R10 @F065-R7
+    @F065-R24 @F065-R21 @F065-R13 @F065-R10 @F065-R7 @TR-5
     Scenario Outline: A restart after any batch keeps keys, clock, counters, eviction order and open windows
       Given keyed watermarks with a bounded delay of 5000 ms, an idle timeout of 1000 ms, at most 2 keys evicting LeastRecentlyActive and tumbling windows of 10000 ms
       When these events arrive in one batch:
@@ -995,7 +995,7 @@ Feature: Keyed watermarks
 
   Rule: The object API (oracle-only)
 
-    @oracle-only @F065-R18 @F065-R8
+    @oracle-only @F065-R18 @F065-R8 @TR-10
     Scenario: recalculate_global only returns the current global watermark
       recalculate_global is an API call with no streaming meaning (TR-10): a stream
       recomputes the global watermark after every item anyway.
