@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.traces import I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
+from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
 
 Clock = Callable[[], int]
 
@@ -57,8 +57,8 @@ class KeyedWatermarkConfig:
 
 
 def _require_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidConfig(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= I64_MAX:
+        raise InvalidConfig(f"{name} must be an integer from {minimum} to {I64_MAX}, got {value!r}")
 
 
 @dataclass
