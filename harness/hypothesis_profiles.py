@@ -30,15 +30,16 @@ class DifferentialBudget:
     shrink_seconds: float  # time cap of the shrinker on the failing trace
 
 
-_COMMON = dict(
+_BASE = settings(
     deadline=None,  # the oracle is fast, but generation of long traces is not timed work
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     print_blob=True,
 )
 
-settings.register_profile("dev", max_examples=25, **_COMMON)
-settings.register_profile("ci", max_examples=100, database=None, **_COMMON)
-settings.register_profile("thorough", max_examples=1000, database=None, **_COMMON)
+settings.register_profile("dev", _BASE, max_examples=25)
+# ci is derandomized: the same examples on every run, so a red CI is reproducible.
+settings.register_profile("ci", _BASE, max_examples=100, database=None, derandomize=True)
+settings.register_profile("thorough", _BASE, max_examples=1000, database=None)
 
 BUDGETS = {
     "dev": DifferentialBudget(traces=50, shrink_seconds=30.0),

@@ -10,7 +10,7 @@
   use ``engine.run(traces)`` on the same cache.
 * Tags: clause tags (``@F065-R7``) become ``@pytest.mark.clauses(...)``, the
   marker property tests use; ``@oracle-only`` scenarios run on the reference
-  engine only and are skipped, and counted as oracle-only, for the others.
+  engine only and are deselected, and counted as oracle-only, for the others.
 * ``expectations/<engine>.toml`` entries become strict xfails.
 * The terminal summary prints one row per clause of ``spec/*.md`` and engine
   (scenarios and properties passed/failed, known deviations, oracle-only) and
@@ -80,6 +80,11 @@ def pytest_configure(config: pytest.Config) -> None:
     engines = list(dict.fromkeys(config.getoption("engines") or DEFAULT_ENGINES))
     config.stash[_RUNS] = EngineRuns(config, engines)
     config.stash[_RESULTS] = {}
+
+
+def chosen_engines(config: pytest.Config) -> list[str]:
+    """The engine names of this run, in --engine order (default reference and spark)."""
+    return list(config.stash[_RUNS].engine_ids)
 
 
 _RUNS = pytest.StashKey["EngineRuns"]()

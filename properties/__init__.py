@@ -1,0 +1,1 @@
+"""Hypothesis property suites: strategies, oracle invariants, differential tests."""

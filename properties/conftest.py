@@ -1,0 +1,47 @@
+"""Fixtures of the property suites.
+
+* Loads the Hypothesis profile named by ``$HYPOTHESIS_PROFILE`` (``dev``,
+  ``ci`` (default), ``thorough``; see harness/hypothesis_profiles.py).
+* ``engine_under_test``: every engine chosen with ``--engine`` (option of
+  harness.pytest_plugin) except the reference, which the differential tests
+  compare it with. With the reference alone there is nothing to compare, and
+  those tests are deselected rather than skipped.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.engine import Engine, load_engine
+from harness.hypothesis_profiles import load_profile
+from harness.pytest_plugin import ORACLE_ENGINE, chosen_engines
+
+load_profile()
+
+_NOTHING_TO_COMPARE = "no-engine-besides-reference"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine_under_test" in metafunc.fixturenames:
+        others = [e for e in chosen_engines(metafunc.config) if e != ORACLE_ENGINE]
+        metafunc.parametrize(
+            "engine_under_test", others or [None], indirect=True, ids=others or [_NOTHING_TO_COMPARE]
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    idle = [i for i in items if f"[{_NOTHING_TO_COMPARE}" in i.nodeid]
+    if idle:
+        items[:] = [i for i in items if i not in idle]
+        config.hook.pytest_deselected(items=idle)
+
+
+_ENGINES: dict[str, Engine] = {}
+
+
+@pytest.fixture
+def engine_under_test(request: pytest.FixtureRequest) -> Engine:
+    name = request.param
+    if name not in _ENGINES:
+        _ENGINES[name] = load_engine(name)
+    return _ENGINES[name]

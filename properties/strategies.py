@@ -1,0 +1,356 @@
+"""Hypothesis strategies for out-of-order streams, cut into micro-batches.
+
+The building blocks are area-neutral (keys with skew, event times around an
+advancing base time with bounded disorder, a processing clock with idle
+gaps, malformed items, restart points); ``keyed_watermark_traces`` puts them
+together with the F065 configuration into ``harness.traces.Trace`` objects.
+Other areas reuse the blocks with their own configuration and control items.
+
+Two time ranges:
+
+* ``BOUNDED`` (0 .. 10**7 ms, the default): what every engine, Spark
+  included, must handle natively (TR-2).
+* ``near_i64_bounds_traces``: event times and delays at the i64 bounds, for
+  the oracle only (saturation, F065-R2 / TR-2).
+
+Numbers are often drawn on a grid (multiples of 1, 100 or 1000 ms) and
+bounded delays from the same grid, so that an event lands exactly on its
+key's watermark, a clock gap equals the idle timeout, and so on: the
+boundaries (``<`` versus ``<=``) are hit often, not by luck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from harness.traces import I64_MAX, I64_MIN, Item, Trace
+
+AREA = "keyed_watermarks"
+
+#: a few hot keys get most of the events; a long tail gets the rest (key skew)
+HOT_KEYS = ("a", "b", "c")
+TAIL_KEYS = tuple(f"t{i:02d}" for i in range(16))
+
+#: a key that never appears in generated traces; idling it is a no-op control item
+ABSENT_KEY = "__absent__"
+
+#: TR-3: event values are 32-bit, so that any window sum fits in i64
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+
+POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    low: int
+    high: int
+
+    def clamp(self, t: int) -> int:
+        return max(self.low, min(self.high, t))
+
+
+BOUNDED = TimeRange(0, 10**7)
+
+
+# ---- area-neutral building blocks ------------------------------------------
+
+
+def skewed_keys(hot: tuple[str, ...] = HOT_KEYS, tail: tuple[str, ...] = TAIL_KEYS) -> st.SearchStrategy[str]:
+    """Three quarters of the draws hit a hot key, the rest the long tail (shrinks to ``hot[0]``)."""
+
+    @st.composite
+    def draw_key(draw: st.DrawFn) -> str:
+        if draw(st.integers(0, 3)) < 3:
+            return hot[draw(st.integers(0, len(hot) - 1))]
+        return tail[draw(st.integers(0, len(tail) - 1))]
+
+    return draw_key()
+
+
+def grids() -> st.SearchStrategy[int]:
+    """The granularity of the numbers of one trace."""
+    return st.sampled_from((1000, 100, 1))
+
+
+def delays(grid: int, high: int = 10_000) -> st.SearchStrategy[int]:
+    """A duration >= 0 (bounded delay, idle timeout), often 0 and often on the grid."""
+    return st.one_of(
+        st.just(0),
+        st.integers(0, max(1, high // grid)).map(lambda n: n * grid),
+        st.integers(0, high),
+    )
+
+
+@dataclass
+class StreamState:
+    """The advancing quantities of a generated stream."""
+
+    base: int  # the event-time frontier events are drawn around
+    clock: int = 0  # the processing clock (TR-4)
+
+
+def out_of_order_time(
+    draw: st.DrawFn,
+    state: StreamState,
+    grid: int,
+    disorder: int,
+    max_step: int,
+    times: TimeRange,
+    boundary: int | None = None,
+) -> int:
+    """Advance the base time by a bounded step, then go back by at most ``disorder``.
+
+    With ``boundary`` (the bounded delay), one event in four goes back by
+    about exactly that much: it lands on or next to the watermark of the
+    keys that have seen the base time, where ``<`` and ``<=`` differ.
+    """
+    state.base = times.clamp(state.base + draw(st.integers(0, max_step)) * grid)
+    if boundary is not None and draw(st.integers(0, 3)) == 0:
+        back = boundary + draw(st.sampled_from((0, grid, -grid, 1, -1)))
+    else:
+        back = draw(st.integers(0, max(0, disorder // grid))) * grid
+    return times.clamp(state.base - back)
+
+
+def clock_advance(draw: st.DrawFn, state: StreamState, idle_timeout: int, grid: int, times: TimeRange) -> int:
+    """A new processing-clock time: a small step, exactly the idle timeout, or an idle gap past it."""
+    kind = draw(st.integers(0, 3))
+    if kind == 0:
+        gap = draw(st.integers(0, max(1, idle_timeout // 2)))
+    elif kind == 1:
+        gap = idle_timeout  # the strict '>' of F065-R10: not idle yet
+    else:
+        gap = idle_timeout + draw(st.sampled_from((1, grid, 10 * grid)))  # past the timeout
+    state.clock = max(0, min(times.high, state.clock + gap))
+    return state.clock
+
+
+def restart_points(n_batches: int) -> st.SearchStrategy[frozenset[int]]:
+    """About one batch boundary in six becomes a restart point (TR-5)."""
+    if n_batches < 2:
+        return st.just(frozenset())
+    return st.lists(st.integers(0, 5), min_size=n_batches - 1, max_size=n_batches - 1).map(
+        lambda picks: frozenset(i for i, p in enumerate(picks) if p == 0)
+    )
+
+
+def malformed_item(draw: st.DrawFn, state: StreamState, key: str, event_time: int) -> Item:
+    """One item an engine must answer with an error row (TR-7, F065-R23)."""
+    choices = ["event_no_key", "event_no_time", "idle_no_key", "remove_no_key", "clock_no_time"]
+    if state.clock > 0:
+        choices.append("clock_backwards")
+    kind = draw(st.sampled_from(choices))
+    if kind == "event_no_key":
+        return Item("event", key=None, event_time=event_time)
+    if kind == "event_no_time":
+        return Item("event", key=key, event_time=None)
+    if kind == "idle_no_key":
+        return Item("idle", key=None)
+    if kind == "remove_no_key":
+        return Item("remove_key", key=None)
+    if kind == "clock_no_time":
+        return Item("clock", time=None)
+    return Item("clock", time=state.clock - draw(st.integers(1, state.clock)))
+
+
+# ---- F065 ------------------------------------------------------------------
+
+
+@st.composite
+def keyed_watermark_configs(draw: st.DrawFn, grid: int = 1000, max_delay: int = 10_000) -> dict[str, Any]:
+    """Valid F065-R20 configurations; a setting is sometimes left out (its default applies)."""
+    config: dict[str, Any] = {}
+    config["bounded_delay"] = draw(delays(grid, max_delay))  # always set: it is in every Given step
+    if draw(st.integers(0, 4)) > 0:
+        config["idle_timeout"] = draw(delays(grid, 20_000))
+    if draw(st.integers(0, 3)) == 0:
+        config["max_keys"] = draw(st.integers(1, 4))
+        if draw(st.integers(0, 5)) > 0:  # else the default policy
+            config["eviction_policy"] = draw(st.sampled_from(POLICIES))
+    if draw(st.integers(0, 2)) == 0:
+        config["window_size"] = draw(
+            st.one_of(st.integers(1, 10).map(lambda n: n * grid), st.integers(1, 10_000))
+        )
+    return config
+
+
+@st.composite
+def invalid_keyed_watermark_configs(draw: st.DrawFn) -> dict[str, Any]:
+    """Configurations an engine must refuse with InvalidConfig (F065-R20, TR-6)."""
+    bad = draw(
+        st.sampled_from(
+            [
+                {"bounded_delay": -1},
+                {"idle_timeout": -5},
+                {"max_keys": 0},
+                {"eviction_policy": "Oldest"},
+                {"window_size": 0},
+                {"no_such_setting": 1},
+                {"bounded_delay": 1.5},
+            ]
+        )
+    )
+    return {"bounded_delay": 1000, **bad}
+
+
+@st.composite
+def keyed_watermark_traces(
+    draw: st.DrawFn,
+    *,
+    max_batches: int = 6,
+    max_items: int = 8,
+    times: TimeRange = BOUNDED,
+    malformed: bool = True,
+    control: bool = True,
+    restarts: bool = True,
+    config: dict[str, Any] | None = None,
+    invalid_config_rate: int = 0,
+) -> Trace:
+    """An out-of-order multi-key stream cut into micro-batches, with the F065 control items.
+
+    ``invalid_config_rate``: one trace in that many (0: never) gets a refused configuration.
+    """
+    grid = draw(grids())
+    if config is None:
+        if invalid_config_rate and draw(st.integers(0, invalid_config_rate - 1)) == 0:
+            config = draw(invalid_keyed_watermark_configs())
+        else:
+            config = draw(keyed_watermark_configs(grid))
+    delay = config.get("bounded_delay", 5000) if isinstance(config.get("bounded_delay"), int) else 1000
+    idle_timeout = config.get("idle_timeout", 60_000)
+    if not isinstance(idle_timeout, int):
+        idle_timeout = 60_000
+    # the disorder bound: none, within the delay (nothing late), exactly it, or beyond it
+    disorder = draw(
+        st.sampled_from((0, delay // 2, delay, delay + grid, 2 * delay + 3 * grid, 4 * delay + 10 * grid))
+    )
+    max_step = draw(st.sampled_from((0, 1, 3, 10)))
+    # start past the delay and the disorder, so that watermarks are not all below the time range
+    state = StreamState(base=times.clamp(times.low + delay + disorder + draw(st.integers(0, 20)) * grid))
+    keys = skewed_keys()
+    seen: list[str] = []
+
+    n_batches = draw(st.integers(1, max_batches))
+    batches = []
+    for _ in range(n_batches):
+        size = draw(st.integers(0, max_items))
+        batch = []
+        for _ in range(size):
+            roll = draw(st.integers(0, 99)) if (control or malformed) else 0
+            if roll < 76 or (roll < 96 and not control) or (roll >= 96 and not malformed):
+                key = draw(keys)
+                t = out_of_order_time(draw, state, grid, disorder, max_step, times, boundary=delay)
+                batch.append(Item("event", key=key, event_time=t, value=draw(st.integers(-2, 9))))
+                seen.append(key)
+            elif roll < 86:
+                batch.append(Item("clock", time=clock_advance(draw, state, idle_timeout, grid, times)))
+            elif roll < 92:
+                # mostly a key that has events, sometimes an unknown one (a no-op, F065-R9)
+                key = draw(st.sampled_from(seen)) if seen and draw(st.integers(0, 4)) else draw(keys)
+                batch.append(Item("idle", key=key))
+            elif roll < 96:
+                key = draw(st.sampled_from(seen)) if seen and draw(st.integers(0, 4)) else draw(keys)
+                batch.append(Item("remove_key", key=key))
+            else:
+                batch.append(malformed_item(draw, state, draw(keys), state.base))
+        batches.append(tuple(batch))
+    restart_after = draw(restart_points(n_batches)) if restarts else frozenset()
+    return Trace(AREA, config, tuple(batches), restart_after)
+
+
+def i64_edge_times() -> st.SearchStrategy[int]:
+    """Event times at and near both ends of the i64 range."""
+    return st.one_of(
+        st.sampled_from((I64_MIN, I64_MIN + 1, I64_MAX - 1, I64_MAX, 0, -1)),
+        st.integers(I64_MIN, I64_MIN + 10_000),
+        st.integers(I64_MAX - 10_000, I64_MAX),
+    )
+
+
+@st.composite
+def near_i64_bounds_traces(draw: st.DrawFn, max_batches: int = 3, max_items: int = 6) -> Trace:
+    """Oracle-only traces: times and durations at the i64 bounds (saturation, TR-2, F065-R2)."""
+    config: dict[str, Any] = {
+        "bounded_delay": draw(
+            st.one_of(st.sampled_from((0, 1, I64_MAX)), st.integers(0, 10_000), st.integers(2**62, I64_MAX))
+        ),
+        "idle_timeout": draw(st.sampled_from((0, I64_MAX))),
+    }
+    if draw(st.booleans()):
+        config["window_size"] = draw(st.one_of(st.integers(1, 10), st.sampled_from((1000, 2**62, I64_MAX))))
+    keys = skewed_keys()
+    batches = []
+    clock_now = 0
+    for _ in range(draw(st.integers(1, max_batches))):
+        batch = []
+        for _ in range(draw(st.integers(0, max_items))):
+            if draw(st.integers(0, 5)) == 0:
+                clock_now = draw(st.sampled_from((clock_now, min(I64_MAX, clock_now + 1), I64_MAX)))
+                batch.append(Item("clock", time=clock_now))
+            else:
+                batch.append(
+                    Item(
+                        "event",
+                        key=draw(keys),
+                        event_time=draw(i64_edge_times()),
+                        value=draw(st.sampled_from((0, 1, I32_MIN, I32_MAX))),
+                    )
+                )
+        batches.append(tuple(batch))
+    return Trace(AREA, config, tuple(batches), draw(restart_points(len(batches))))
+
+
+def generate(strategy: st.SearchStrategy[Trace], n: int, seed_value: int = 0) -> list[Trace]:
+    """``n`` distinct traces drawn by Hypothesis (generate phase only), deterministic for a seed.
+
+    For differential runs: the traces go to an engine all at once, and a
+    failure is shrunk by harness.differential, not by Hypothesis.
+    """
+    out: dict[str, Trace] = {}
+    attempt = 0
+    while len(out) < n and attempt < 20:
+
+        @settings(
+            max_examples=n,
+            database=None,
+            phases=[Phase.generate],
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @seed(seed_value * 1000 + attempt)
+        @given(strategy)
+        def collect(trace: Trace) -> None:
+            if len(out) < n:
+                out.setdefault(trace.dumps(), trace)
+
+        collect()
+        attempt += 1
+    return [replace(t, name=f"generated #{i} (seed {seed_value})") for i, t in enumerate(out.values())]
+
+
+__all__ = [
+    "generate",
+    "ABSENT_KEY",
+    "BOUNDED",
+    "HOT_KEYS",
+    "POLICIES",
+    "StreamState",
+    "TAIL_KEYS",
+    "TimeRange",
+    "clock_advance",
+    "delays",
+    "grids",
+    "i64_edge_times",
+    "invalid_keyed_watermark_configs",
+    "keyed_watermark_configs",
+    "keyed_watermark_traces",
+    "malformed_item",
+    "near_i64_bounds_traces",
+    "out_of_order_time",
+    "restart_points",
+    "skewed_keys",
+]

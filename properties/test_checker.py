@@ -1,0 +1,215 @@
+"""The differential checker is tested too (DESIGN.md, Tests).
+
+A deliberately broken engine (the oracle with ``<=`` instead of ``<`` in the
+late test of F065-R3) goes through ``check_against_reference``: the checker
+must fail, shrink the failing trace to a handful of items, and print a
+Gherkin scenario that, replayed, still shows the difference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Hashable, Iterator, Sequence
+
+import pytest
+from hypothesis import given
+
+import reference.keyed_watermarks as kw
+from harness.differential import (
+    candidates,
+    check_against_reference,
+    compare,
+    size,
+    to_gherkin,
+    trace_from_gherkin,
+)
+from harness.outputs import Output
+from harness.reference_engine import ReferenceEngine
+from harness.traces import Item, Trace
+from properties.strategies import generate, keyed_watermark_traces
+
+
+class _LateAtTheWatermark(kw.KeyedWatermarkTracker):
+    """The bug: an event exactly at its key's watermark is judged late (``<=``)."""
+
+    def _apply_event(self, key: Hashable, event_time: int) -> kw.EventOutcome:
+        outcome = super()._apply_event(key, event_time)
+        if outcome.verdict == "on_time" and outcome.key_watermark == event_time:
+            outcome.verdict = "late"
+        return outcome
+
+
+@contextlib.contextmanager
+def _broken_tracker() -> Iterator[None]:
+    saved = kw.KeyedWatermarkTracker
+    kw.KeyedWatermarkTracker = _LateAtTheWatermark  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        kw.KeyedWatermarkTracker = saved  # type: ignore[misc]
+
+
+class OffByOneEngine(ReferenceEngine):
+    name = "off-by-one"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
+        self.runs += 1
+        with _broken_tracker():
+            return super().run(traces)
+
+
+class CrashingEngine(ReferenceEngine):
+    name = "crashing"
+
+    def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
+        if any(i.kind == "remove_key" for t in traces for b in t.batches for i in b):
+            raise RuntimeError("boom")
+        return super().run(traces)
+
+
+class _Handle:
+    """The little the step library's Then steps need from an engine (harness.steps.EngineHandle)."""
+
+    def __init__(self, engine: ReferenceEngine) -> None:
+        self.engine = engine
+        self.name = engine.name
+
+    def output(self, trace: Trace) -> Output | Exception:
+        return self.engine.run([trace])[0]
+
+
+def run_scenario(text: str, engine: ReferenceEngine) -> None:
+    """Runs every step of a printed scenario, Then steps included, through harness.steps.
+
+    A failing Then step raises pytest's failure exception, as under pytest-bdd.
+    """
+    from harness.steps import LIBRARY, ScenarioState
+
+    state = ScenarioState(engine=_Handle(engine), name="replayed")
+    lines = [ln.strip() for ln in text.splitlines()]
+    kind, n = "given", 0
+    while n < len(lines):
+        m = re.match(r"^(Given|When|Then|And|But)\s+(.*)$", lines[n])
+        n += 1
+        if not m:
+            continue
+        kind = m.group(1).lower() if m.group(1) in ("Given", "When", "Then") else kind
+        table = []
+        while n < len(lines) and lines[n].startswith("|"):
+            table.append([c.strip() for c in lines[n].strip("|").split("|")])
+            n += 1
+        d = LIBRARY.find(kind, m.group(2))
+        assert d is not None, lines[n - 1]
+        d.call(state, m.group(2), table or None)
+
+
+def _traces(n: int = 100, seed: int = 7) -> list[Trace]:
+    return generate(keyed_watermark_traces(), n, seed)
+
+
+def _scenario(message: str) -> str:
+    m = re.search(
+        r"Paste into features/keyed_watermarks\.feature:\n\n(.*?)\n\nTrace\.describe\(\):", message, re.S
+    )
+    assert m, message
+    return m.group(1)
+
+
+@pytest.mark.clauses("F065-R3")
+def test_checker_catches_and_shrinks_an_off_by_one_late_test() -> None:
+    engine = OffByOneEngine()
+    traces = _traces()
+    with pytest.raises(AssertionError) as failure:
+        check_against_reference(engine, traces, shrink_seconds=30, context="negative test")
+    message = str(failure.value)
+
+    # the generated traces went to the engine in one run call, the shrink rounds added a few
+    assert "differs from the oracle" in message
+    scenario = _scenario(message)
+    assert "Given keyed watermarks with a bounded delay of" in scenario
+    assert "When these events arrive in one batch:" in scenario
+    assert "Then the verdicts are:" in scenario
+
+    shrunk = trace_from_gherkin(scenario)
+    items = sum(len(b) for b in shrunk.batches)
+    assert len(shrunk.batches) <= 2 and items <= 4, scenario
+    assert len(shrunk.restart_after) == 0 and set(shrunk.config) <= {"bounded_delay"}, scenario
+
+    # the printed scenario, replayed, still shows the bug: same trace, same difference
+    expected, actual = ReferenceEngine().run([shrunk])[0], OffByOneEngine().run([shrunk])[0]
+    difference = compare(shrunk.area, expected, actual)
+    assert difference and "late" in difference
+    assert difference in message
+    # run as a scenario through the shared step library: green on the oracle, red on the bug
+    run_scenario(scenario, ReferenceEngine())
+    with pytest.raises(pytest.fail.Exception, match="verdict"):
+        run_scenario(scenario, OffByOneEngine())
+    # and its Then steps are the oracle's rows
+    assert [r for r in expected["events"] if r[5] == "on_time" and r[3] == r[4]], scenario
+
+
+@pytest.mark.clauses("F065-R3")
+def test_checker_passes_a_correct_engine() -> None:
+    report = check_against_reference(ReferenceEngine(), _traces(50, seed=3))
+    assert report.failing == [] and report.traces == 50
+
+
+def test_checker_reports_a_crash_as_a_difference() -> None:
+    traces = _traces(40, seed=5)
+    assert any(i.kind == "remove_key" for t in traces for b in t.batches for i in b)
+    with pytest.raises(AssertionError) as failure:
+        check_against_reference(CrashingEngine(), traces, shrink_seconds=10)
+    scenario = _scenario(str(failure.value))
+    assert "is removed" in scenario or "remove_key" in scenario
+    assert "engine crashing raised RuntimeError: boom" in str(failure.value)
+    assert sum(len(b) for b in trace_from_gherkin(scenario).batches) == 1
+
+
+def test_candidates_are_smaller_and_well_formed() -> None:
+    for t in _traces(20, seed=11):
+        for c in candidates(t):
+            assert size(c) < size(t)
+            assert all(0 <= r < len(c.batches) - 1 for r in c.restart_after)
+
+
+@given(keyed_watermark_traces(invalid_config_rate=4))
+def test_gherkin_round_trip(trace: Trace) -> None:
+    """A printed scenario replays, through the shared step library, to the same trace, and its
+    Then steps (the oracle's tables) pass on the oracle: the printer speaks the step vocabulary."""
+    expected = ReferenceEngine().run([trace])[0]
+    text = to_gherkin(trace, expected)
+    replayed = trace_from_gherkin(text)
+    assert replayed.batches == trace.batches
+    assert replayed.restart_after == trace.restart_after
+    assert not compare(trace.area, expected, ReferenceEngine().run([replayed])[0])
+    run_scenario(text, ReferenceEngine())
+
+
+def test_gherkin_of_a_mixed_batch() -> None:
+    trace = Trace(
+        "keyed_watermarks",
+        {"bounded_delay": 1000, "idle_timeout": 500, "max_keys": 2, "window_size": 100},
+        (
+            (
+                Item("event", key="a", event_time=5000, value=3),
+                Item("clock", time=600),
+                Item("idle", key=None),
+            ),
+            (),
+            (Item("clock", time=700),),
+            (Item("idle", key="a"),),
+            (Item("remove_key", key="a"),),
+        ),
+        frozenset({1}),
+    )
+    text = to_gherkin(trace, *ReferenceEngine().run([trace]) * 1)
+    assert "And at most 2 keys evicting LeastRecentlyActive" in text
+    assert "When these items arrive in one batch:" in text
+    assert "When an empty batch passes\n    When the engine restarts from its checkpoint" in text
+    assert "When key a is marked idle" in text and "When key a is removed" in text
+    assert "When the processing clock advances to 700 ms" in text
+    assert trace_from_gherkin(text).batches == trace.batches
