@@ -74,7 +74,8 @@ class Item:
         _check_i64("event_time", self.event_time)
         _check_i64("time", self.time)
         # TR-3: values are 32-bit so that any window sum of them fits in i64.
-        if isinstance(self.value, bool) or not isinstance(self.value, int) or not -(2**31) <= self.value < 2**31:
+        is_int = isinstance(self.value, int) and not isinstance(self.value, bool)
+        if not is_int or not -(2**31) <= self.value < 2**31:
             raise InvalidTrace(f"value must be a 32-bit integer, got {self.value!r}")
         _check_i64("partition", self.partition)
 

@@ -194,10 +194,11 @@ def _sat_sub1(a: int, d: int) -> int:
     return max(I64_MIN, a - d)
 
 
-def _sat_add(a: np.ndarray, s: int) -> np.ndarray:
+def _sat_add(a: np.ndarray, s: int | np.ndarray) -> np.ndarray:
     """min(i64 max, a + s) for s >= 0, without wrapping."""
+    step = np.asarray(s, dtype=np.int64)
     with np.errstate(over="ignore"):
-        return np.where(a > I64_MAX - s, np.int64(I64_MAX), a + np.int64(s))
+        return np.where(a > I64_MAX - step, np.int64(I64_MAX), a + step)
 
 
 # ---- the key table and the stream state ------------------------------------
@@ -757,7 +758,8 @@ class KeyedWatermarkProcessor(StatefulProcessor):  # type: ignore[misc]
         stream_id = key[0] if isinstance(key, tuple) else key
         frames = list(rows)
         pdf = _with_defaults(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
-        st = StreamState.from_tuple(self.state.get()) if self.state.exists() else StreamState()
+        stored = self.state.get()  # None for a new stream: one round trip, no exists() call
+        st = StreamState.from_tuple(stored) if stored is not None else StreamState()
         cfg = self.per_stream.get(stream_id, self.default)
         result = process_rows(st, pdf, cfg, stream_id, self.has_batch)
         self.state.update(st.to_tuple())
