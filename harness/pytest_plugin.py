@@ -288,7 +288,10 @@ def item_name(item: pytest.Item) -> str:
     template = _template_of(item)
     if template is not None:
         return template.name
-    return getattr(item, "originalname", item.name)
+    name = getattr(item, "originalname", item.name)
+    if name == "runTest" and item.parent is not None:
+        return item.parent.name  # a Hypothesis state machine: its TestCase class names it
+    return name
 
 
 # ---- collection: oracle-only and expectations -------------------------------
@@ -416,8 +419,12 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
             engines.append(r.engine)
 
     table: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
+    covered_by: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(
+        lambda: {"scenarios": set(), "properties": set()}
+    )
     for r in results:
         for c in r.clauses:
+            covered_by[(c, r.engine)][_PLURAL[r.kind]].add(r.name)
             counts = table[(c, r.engine)]
             if r.outcome in ("passed", "failed"):
                 counts[f"{_PLURAL[r.kind]}_{r.outcome}"] += 1
@@ -443,6 +450,7 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
                     "engine": e,
                     "status": _status(counts),
                     **counts,
+                    **{k: sorted(v) for k, v in covered_by[(cid, e)].items()},
                 }
             )
     return {
@@ -512,6 +520,18 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for r in summary["rows"]
     ]
     tr.write_line(format_table(columns, rows))
+    tr.write_line("")
+    tr.write_line("covered by (the same tests on every engine; per-engine outcomes above):")
+    seen: set[str] = set()
+    for r in summary["rows"]:
+        if r["clause"] in seen or not (r["scenarios"] or r["properties"]):
+            continue
+        seen.add(r["clause"])
+        tr.write_line(f"{r['clause']}:")
+        for name in r["scenarios"]:
+            tr.write_line(f"    scenario: {name}")
+        for name in r["properties"]:
+            tr.write_line(f"    property: {name}")
     path = Path(config.rootpath, config.getoption("conformance_report"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
