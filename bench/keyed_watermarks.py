@@ -7,8 +7,9 @@ Both read the same events (default 1,000,000 in 10 micro-batches) from the
   seq_col="seq", batch_col="batch")``, one stream (one group) holding all keys;
 - plain: ``groupBy("key").agg(max("event_time"), count("*"))``, update mode.
 
-Prints events/s of each (whole run, and without the first micro-batch, which
-carries the start-up cost), their ratio, and state bytes per key (the
+Runs the two alternately (``--repeats``, default 3) and prints the median
+events/s of each (whole run, and without the first micro-batch, which carries
+the start-up cost), the median ratio of paired runs, and state bytes per key (the
 operator's state value, and the RocksDB ``state/`` folder of each checkpoint).
 A benchmark reports figures; it asserts nothing.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from typing import Any
@@ -87,7 +89,7 @@ def run_query(spark: Any, df: Any, mode: str, checkpoint: str) -> dict[str, floa
     }
 
 
-def bench(spark: Any, events: int, keys: int, batches: int, partitions: int, work: str) -> None:
+def bench(spark: Any, events: int, keys: int, batches: int, partitions: int, repeats: int, work: str) -> None:
     from pyspark.sql import functions as F
 
     from spark_impl.keyed_watermarks import keyed_watermarks
@@ -104,16 +106,18 @@ def bench(spark: Any, events: int, keys: int, batches: int, partitions: int, wor
             .load()
         )
 
-    results = {}
-    ckpt_plain = os.path.join(work, f"ckpt-plain-{keys}")
-    plain = source().groupBy("key").agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
-    results["plain"] = run_query(spark, plain, "update", ckpt_plain)
+    # Alternate the two operators so that both see the same machine state; report medians.
+    runs: dict[str, list[dict[str, float]]] = {"plain": [], "keyed": []}
+    for attempt in range(repeats):
+        ckpt_plain = os.path.join(work, f"ckpt-plain-{keys}-{attempt}")
+        plain = source().groupBy("key").agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
+        runs["plain"].append(run_query(spark, plain, "update", ckpt_plain))
 
-    ckpt_kw = os.path.join(work, f"ckpt-kw-{keys}")
-    kw = keyed_watermarks(
-        source(), key_col="key", event_time_col="event_time", seq_col="seq", batch_col="batch"
-    )
-    results["keyed"] = run_query(spark, kw.output, "append", ckpt_kw)
+        ckpt_kw = os.path.join(work, f"ckpt-kw-{keys}-{attempt}")
+        kw = keyed_watermarks(
+            source(), key_col="key", event_time_col="event_time", seq_col="seq", batch_col="batch"
+        )
+        runs["keyed"].append(run_query(spark, kw.output, "append", ckpt_kw))
 
     # The operator's state value as stored (read back with the statestore reader).
     try:
@@ -129,18 +133,27 @@ def bench(spark: Any, events: int, keys: int, batches: int, partitions: int, wor
         print(f"(statestore reader failed: {str(error).splitlines()[0]})")
         blob = 0
 
-    print(f"\n== {events:,} events, {keys:,} keys, {batches} micro-batches, {partitions} input partitions ==")
+    def rate(r: dict[str, float]) -> float:
+        return r["rows"] / r["wall"]
+
+    def warm_rate(r: dict[str, float]) -> float:
+        return r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
+
+    print(
+        f"\n== {events:,} events, {keys:,} keys, {batches} micro-batches, {partitions} input partitions, "
+        f"median of {repeats} alternating runs =="
+    )
     for name in ("plain", "keyed"):
-        r = results[name]
-        warm = r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
+        rs = runs[name]
         print(
-            f"{name:6s}: {r['rows']:,.0f} rows in {r['batches']:.0f} batches, wall {r['wall']:.1f} s, "
-            f"{r['rows'] / r['wall']:,.0f} ev/s (wall), {warm:,.0f} ev/s (batches 2.., trigger time)"
+            f"{name:6s}: {rs[0]['rows']:,.0f} rows in {rs[0]['batches']:.0f} batches, "
+            f"wall {statistics.median(r['wall'] for r in rs):.1f} s, "
+            f"{statistics.median(map(rate, rs)):,.0f} ev/s (wall), "
+            f"{statistics.median(map(warm_rate, rs)):,.0f} ev/s (batches 2.., trigger time)"
         )
-    p, k = results["plain"], results["keyed"]
-    ratio_wall = (k["rows"] / k["wall"]) / (p["rows"] / p["wall"])
-    ratio_warm = (k["warm_rows"] / k["warm_busy"]) / (p["warm_rows"] / p["warm_busy"])
-    print(f"ratio keyed/plain: {ratio_wall:.2f}x (wall), {ratio_warm:.2f}x (warm batches)")
+    ratio_wall = statistics.median(rate(k) / rate(p) for k, p in zip(runs["keyed"], runs["plain"]))
+    ratio_warm = statistics.median(warm_rate(k) / warm_rate(p) for k, p in zip(runs["keyed"], runs["plain"]))
+    print(f"ratio keyed/plain (median of paired runs): {ratio_wall:.2f}x (wall), {ratio_warm:.2f}x (warm)")
     state_kw = dir_bytes(os.path.join(ckpt_kw, "state"))
     state_plain = dir_bytes(os.path.join(ckpt_plain, "state"))
     print(
@@ -156,6 +169,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, nargs="+", default=[1_000, 100_000])
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=2, help="input partitions per micro-batch")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per operator")
     args = parser.parse_args()
 
     from spark_impl.session import get_spark
@@ -165,7 +179,7 @@ def main() -> None:
     try:
         print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
         for keys in args.keys:
-            bench(spark, args.events, keys, args.batches, args.partitions, work)
+            bench(spark, args.events, keys, args.batches, args.partitions, args.repeats, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
