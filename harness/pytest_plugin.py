@@ -232,8 +232,10 @@ class EngineRuns:
                 "each scenario runs its trace alone"
             )
             return
+        where = getattr(engine, "description", "")  # e.g. classic Spark or Spark Connect
+        label = f"{handle.id} ({where})" if where else handle.id
         self.prerun_notes.append(
-            f"{handle.id}: {len(todo)} scenario traces in one engine.run call, "
+            f"{label}: {len(todo)} scenario traces in one engine.run call, "
             f"{time.monotonic() - started:.1f} s"
             + (f" ({skipped} scenarios could not be replayed)" if skipped else "")
         )

@@ -55,6 +55,13 @@ class SparkEngine:
         self.last_run_seconds: float | None = None
 
     @property
+    def description(self) -> str:
+        """Which Spark answered: shown in the conformance summary."""
+        remote = os.environ.get("SPARK_REMOTE")
+        mode = f"Spark Connect at {remote}" if remote else "classic"
+        return f"Spark {self.spark.version}, {mode}"
+
+    @property
     def spark(self) -> Any:
         if self._spark is None:
             from spark_impl.session import get_spark
