@@ -504,3 +504,18 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
         context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
     )
     assert report.traces == budget.traces
+
+
+# ---- the Spark operator's state layout (F065-R24, DESIGN: versioned state) ---------------
+
+
+@pytest.mark.clauses("F065-R24")
+def test_spark_state_layout_is_versioned() -> None:
+    """A checkpoint of another layout version is refused with both versions named, never misread."""
+    from spark_impl.keyed_watermarks import LAYOUT_VERSION, StreamState
+
+    stored = StreamState().to_tuple()
+    assert StreamState.from_tuple(stored).to_tuple() == stored
+    newer = (LAYOUT_VERSION + 1, *stored[1:])
+    with pytest.raises(RuntimeError, match=f"version {LAYOUT_VERSION + 1}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple(newer)
