@@ -37,7 +37,7 @@ class MaxKeysReached(Exception):
 
 @dataclass
 class KeyedWatermarkConfig:
-    """F065-R20: defaults of the seed, validated on construction."""
+    """F065-R20: defaults of the seed, validated on construction; one delay for all keys (F065-R25)."""
 
     bounded_delay: int = 5000
     idle_timeout: int = 60000
@@ -169,7 +169,7 @@ class KeyedWatermarkTracker:
         return BatchResult(outcomes, self._count_advance(before))
 
     def _apply_event(self, key: Hashable, event_time: int) -> EventOutcome:
-        state = self.key_states.get(key)
+        state = self.key_states.get(key)  # F065-R4: only this key's own state is read
         if state is None:
             if self.config.max_keys is not None and len(self.key_states) >= self.config.max_keys:
                 if self.config.eviction_policy is KeyEvictionPolicy.RejectNew:
@@ -203,7 +203,7 @@ class KeyedWatermarkTracker:
             return (item[1].last_activity, item[1].activity_order)
 
         if self.config.eviction_policy is KeyEvictionPolicy.LowestWatermark:
-            victim = min(self.key_states.items(), key=lambda kv: (kv[1].watermark, *recency(kv)))  # R14
+            victim = min(self.key_states.items(), key=lambda kv: (kv[1].watermark, *recency(kv)))  # F065-R14
         else:
             victim = min(self.key_states.items(), key=recency)  # F065-R13
         del self.key_states[victim[0]]
@@ -228,8 +228,8 @@ class KeyedWatermarkTracker:
         before = self.global_watermark()
         now = self.clock()
         for state in self.key_states.values():
-            if not state.is_idle and now - state.last_activity > self.config.idle_timeout:  # R10
-                state.is_idle = True
+            if not state.is_idle and now - state.last_activity > self.config.idle_timeout:  # F065-R10
+                state.is_idle = True  # F065-R25: idle keys stay tracked until removed or evicted
         return self._count_advance(before)
 
     def recalculate_global(self) -> int | None:
