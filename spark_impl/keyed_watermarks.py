@@ -541,7 +541,7 @@ def _segment(
     before = st.keys.global_watermark()
     table = st.keys
     n0 = len(table)
-    pos = table.index().get_indexer(keys) if n0 else np.full(len(keys), -1, np.int64)
+    pos = table.index().get_indexer(pd.Index(keys)) if n0 else np.full(len(keys), -1, np.int64)
     new = pos < 0
     if new.any():
         new_keys = pd.unique(keys[new])
@@ -683,7 +683,7 @@ def _windows(
         w = pd.concat([w, add], ignore_index=True).groupby(["key", "start"], sort=False, as_index=False).sum()
     if len(w):
         seg_keys = pd.unique(keys)
-        kpos = st.keys.index().get_indexer(seg_keys) if len(st.keys) else np.full(len(seg_keys), -1)
+        kpos = st.keys.index().get_indexer(pd.Index(seg_keys)) if len(st.keys) else np.full(len(seg_keys), -1)
         present = kpos >= 0
         seg_index = pd.Index(seg_keys[present])
         wm = st.keys.wm[kpos[present]]
@@ -709,7 +709,7 @@ def _key_changes(
 ) -> None:
     """F065-R22: keys whose (watermark, state) differ between batch start and end."""
     end_index = t.index()
-    j = end_index.get_indexer(start_keys) if len(t) else np.full(len(start_keys), -1)
+    j = end_index.get_indexer(pd.Index(start_keys)) if len(t) else np.full(len(start_keys), -1)
     gone = j < 0
     kept = ~gone
     jk = j[kept]
@@ -753,7 +753,7 @@ class KeyedWatermarkProcessor(StatefulProcessor):  # type: ignore[misc]
         self.state = handle.getValueState("keyed_watermarks", STATE_SCHEMA)
 
     def handleInputRows(
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+        self, key: Any, rows: Iterator[Any], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
         stream_id = key[0] if isinstance(key, tuple) else key
         frames = list(rows)
@@ -920,7 +920,7 @@ class _UnorderedProcessor(KeyedWatermarkProcessor):
     """Without a seq column: rows of a micro-batch in event-time order, ties by key."""
 
     def handleInputRows(
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+        self, key: Any, rows: Iterator[Any], timerValues: Any
     ) -> Iterator[pd.DataFrame]:
         def ordered() -> Iterator[pd.DataFrame]:
             frames = list(rows)
