@@ -29,6 +29,20 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "windows": ("batch", "key", "window_start", "window_end", "count", "sum"),
         "errors": ("batch", "seq", "reason"),
     },
+    "partitioned_watermarks": {
+        "progress": (
+            "batch",
+            "combined_watermark",
+            "total_partitions",
+            "active_partitions",
+            "idle_partitions",
+            "watermark_advances",
+            "rebalances",
+        ),
+        "partitions": ("batch", "source", "partition", "watermark", "state", "core"),
+        "sources": ("batch", "source", "watermark", "active_partitions"),
+        "errors": ("batch", "seq", "reason"),
+    },
 }
 
 Row = tuple[Any, ...]

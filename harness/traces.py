@@ -17,7 +17,19 @@ I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1
 
 # TR-3: the item kinds a trace may hold; an area says which of them it accepts.
-ITEM_KINDS = ("event", "clock", "idle", "remove_key")
+ITEM_KINDS = (
+    "event",
+    "clock",
+    "idle",
+    "remove_key",
+    # partitioned watermarks (F064)
+    "watermark",
+    "active",
+    "register_source",
+    "add_partition",
+    "remove_partition",
+    "assign_core",
+)
 
 
 class InvalidConfig(ValueError):
@@ -63,8 +75,10 @@ class Item:
     event_time: int | None = None
     value: int = 0
     partition: int | None = None
-    source: str | None = None
+    source: int | None = None
     time: int | None = None
+    count: int | None = None
+    core: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ITEM_KINDS:
@@ -77,7 +91,8 @@ class Item:
         is_int = isinstance(self.value, int) and not isinstance(self.value, bool)
         if not is_int or not -(2**31) <= self.value < 2**31:
             raise InvalidTrace(f"value must be a 32-bit integer, got {self.value!r}")
-        _check_i64("partition", self.partition)
+        for name in ("partition", "source", "count", "core"):
+            _check_i64(name, getattr(self, name))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
@@ -93,6 +108,12 @@ class Item:
             return f"event {self.key}@{self.event_time}" + (f" v={self.value}" if self.value else "")
         if self.kind == "clock":
             return f"clock->{self.time}"
+        if self.source is not None or self.partition is not None:
+            extra = "".join(
+                f" {n}={getattr(self, n)}" for n in ("event_time", "time", "count", "core")
+                if getattr(self, n) is not None
+            )
+            return f"{self.kind} {self.source}/{self.partition}{extra}"
         return f"{self.kind} {self.key}"
 
 

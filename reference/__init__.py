@@ -11,9 +11,29 @@ from reference.keyed_watermarks import (
     MaxKeysReached,
     WindowResult,
 )
+from reference.partitioned_watermarks import (
+    CoreWatermarkState,
+    InvalidPartition,
+    PartitionedWatermarkMetrics,
+    PartitionedWatermarkTracker,
+    PartitionId,
+    PartitionWatermarkState,
+    SourceNotFound,
+    UnknownPartition,
+    collect_watermarks,
+)
 
 __all__ = [
+    "CoreWatermarkState",
     "InvalidConfig",
+    "InvalidPartition",
+    "PartitionId",
+    "PartitionWatermarkState",
+    "PartitionedWatermarkMetrics",
+    "PartitionedWatermarkTracker",
+    "SourceNotFound",
+    "UnknownPartition",
+    "collect_watermarks",
     "KeyEvictionPolicy",
     "KeyWatermarkState",
     "KeyedTumblingWindowOperator",
