@@ -917,6 +917,21 @@ Feature: Keyed watermarks
         | key | watermark | state  |
         | a   | 5000      | active |
 
+    @F065-R23 @TR-3
+    Scenario: An item of a kind this area does not accept is an error row
+      Given keyed watermarks with a bounded delay of 1000 ms
+      When these items arrive in one batch:
+        | kind      | key | event_time | time |
+        | event     | a   | 5000       |      |
+        | watermark | a   |            | 9000 |
+        | event     | a   | 3000       |      |
+      Then the errors are:
+        | batch | seq | reason           |
+        | 0     | 1   | unsupported_item |
+      And the key watermarks are:
+        | key | watermark |
+        | a   | 4000      |
+
     @F065-R23 @F065-R22 @F065-R8
     Scenario: An error row ends the current segment
       Given keyed watermarks with a bounded delay of 5000 ms

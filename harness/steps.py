@@ -27,8 +27,13 @@ in every output table: the first batch a scenario creates is batch 0.
   reads better after an earlier batch and is refused for the very first one.
   ``one per batch`` creates one batch per table row.
 * ``When these items arrive in one batch:`` takes a ``kind`` column
-  (event, clock, idle, remove_key) to mix events and control items inside one
-  batch, which is how segments (F065-R22) and error rows are written.
+  (event, clock, idle, remove_key; for F064 also watermark, active,
+  register_source, add_partition, remove_partition, assign_core) to mix events
+  and control items inside one batch, which is how segments (F065-R22, F064-R20)
+  and error rows are written. The columns present decide the item fields
+  (key, event_time, value, time, source, partition, count, core).
+* F064 names a partition ``S/P`` (source/partition): ``When partition 0/3 is
+  marked idle``, ``When source 0 is registered with 4 partitions``.
 * ``When an empty batch passes`` creates a batch without items.
 * ``When the engine restarts from its checkpoint`` creates no batch: it puts a
   restart point after the latest batch (TR-5).
@@ -63,7 +68,8 @@ class StepUsageError(Exception):
 _TIME_RE = re.compile(r"^\s*(?:(I64_MAX|I64_MIN)\s*(?:([+-])\s*([0-9_]+))?|(-?[0-9_]+))\s*$", re.IGNORECASE)
 
 # Columns that hold text; every other column holds an integer or null.
-STRING_COLUMNS = {"key", "verdict", "state", "reason", "kind", "source", "metric", "setting"}
+# (``source`` is a number: F064 sources are integers, TR-3.)
+STRING_COLUMNS = {"key", "verdict", "state", "reason", "kind", "metric", "setting"}
 NULL_CELLS = {"", "-", "none", "null"}
 
 
@@ -369,9 +375,13 @@ SETTING_PHRASES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str,
         lambda m: {"max_keys": int(m["n"]), "eviction_policy": m["p"]},
     ),
     (re.compile(r"tumbling windows of (?P<v>.+?) ms"), lambda m: {"window_size": parse_time(m["v"])}),
+    (
+        re.compile(r"an? max(?:imum)? lateness of (?P<v>.+?) ms"),
+        lambda m: {"max_lateness": parse_time(m["v"])},
+    ),
     (re.compile(r"the default configuration"), lambda m: {}),
 ]
-_PHRASE_STARTS = r"(?:an? bounded delay|an? idle timeout|at most|tumbling windows)"
+_PHRASE_STARTS = r"(?:an? bounded delay|an? idle timeout|at most|tumbling windows|an? max(?:imum)? lateness)"
 
 
 def parse_settings(text: str) -> dict[str, Any]:
@@ -440,19 +450,21 @@ def _item_from_row(row: Mapping[str, str], kind: str) -> Item:
         v = _cell(row, col)
         return None if v is None else parse_time(v)
 
-    partition = time_of("partition")
     return Item(
         kind=kind,
         key=parse_key(_cell(row, "key")),
         event_time=time_of("event_time"),
         value=time_of("value") or 0,
-        partition=partition,
-        source=_cell(row, "source"),
+        partition=time_of("partition"),
+        source=time_of("source"),
         time=time_of("time"),
+        count=time_of("count"),
+        core=time_of("core"),
     )
 
 
-_ITEM_COLUMNS = {"kind", "key", "event_time", "value", "time", "partition", "source"}
+# The columns of an item table; the columns present decide which fields the items carry.
+_ITEM_COLUMNS = {"kind", "key", "event_time", "value", "time", "partition", "source", "count", "core"}
 
 
 def _check_columns(header: Sequence[str], allowed: set[str], step: str) -> None:
@@ -463,15 +475,17 @@ def _check_columns(header: Sequence[str], allowed: set[str], step: str) -> None:
 
 @when(rf"these events arrive {_WHERE}:")
 def events_arrive(state: ScenarioState, where: str, datatable: DataTable | None = None) -> None:
-    """When these events arrive in one batch: | key | event_time | value |"""
+    """When these events arrive in one batch: | key | event_time | value |
+    (F064: | source | partition | event_time |)"""
     header, rows = _table_dicts(datatable, "these events arrive")
-    _check_columns(header, _ITEM_COLUMNS - {"kind", "time"}, "these events arrive")
+    _check_columns(header, _ITEM_COLUMNS - {"kind", "time", "count", "core"}, "these events arrive")
     state.add([_item_from_row(r, "event") for r in rows], where)
 
 
 @when(rf"these items arrive {_WHERE}:")
 def items_arrive(state: ScenarioState, where: str, datatable: DataTable | None = None) -> None:
-    """When these items arrive in one batch: | kind | key | event_time | value | time |"""
+    """When these items arrive in one batch: | kind | key | event_time | value | time |
+    (F064: | kind | source | partition | event_time | time | count | core |)"""
     header, rows = _table_dicts(datatable, "these items arrive")
     _check_columns(header, _ITEM_COLUMNS, "these items arrive")
     if "kind" not in header:
@@ -508,6 +522,63 @@ def engine_restarts(state: ScenarioState) -> None:
 @when(r"the engine keeps running")
 def engine_keeps_running(state: ScenarioState) -> None:
     """A no-op, the twin of a restart in a Scenario Outline (restart or not, same output)."""
+
+
+# -- partitioned watermarks (F064): sources and partitions, written S/P ("0/3")
+
+_PART = r"(?P<source>[^\s/]+)/(?P<partition>\S+)"
+
+
+def _placed(state: ScenarioState, item: Item, same: str | None) -> None:
+    state.add([item], "in the same batch" if same else "in one batch")
+
+
+@when(rf"source (?P<source>\S+) is registered with (?P<count>\S+) partitions?{_SAME}")
+def source_registered(state: ScenarioState, source: str, count: str, same: str | None) -> None:
+    """F064-R2: register_source(S, N) (a re-registration resizes the source)."""
+    _placed(state, Item("register_source", source=parse_time(source), count=parse_time(count)), same)
+
+
+@when(rf"these watermarks arrive {_WHERE}:")
+def watermarks_arrive(state: ScenarioState, where: str, datatable: DataTable | None = None) -> None:
+    """When these watermarks arrive in one batch: | source | partition | time |"""
+    header, rows = _table_dicts(datatable, "these watermarks arrive")
+    _check_columns(header, {"source", "partition", "time"}, "these watermarks arrive")
+    state.add([_item_from_row(r, "watermark") for r in rows], where)
+
+
+@when(rf"partition {_PART} reports watermark (?P<time>.+?){_SAME}")
+def partition_reports(state: ScenarioState, source: str, partition: str, time: str, same: str | None) -> None:
+    item = Item(
+        "watermark", source=parse_time(source), partition=parse_time(partition), time=parse_time(time)
+    )
+    _placed(state, item, same)
+
+
+_PARTITION_ACTIONS = {
+    "marked idle": "idle",
+    "marked active": "active",
+    "added": "add_partition",
+    "removed": "remove_partition",
+}
+
+
+@when(rf"partition {_PART} is (?P<action>marked idle|marked active|added|removed){_SAME}")
+def partition_action(
+    state: ScenarioState, source: str, partition: str, action: str, same: str | None
+) -> None:
+    item = Item(_PARTITION_ACTIONS[action], source=parse_time(source), partition=parse_time(partition))
+    _placed(state, item, same)
+
+
+@when(rf"partition {_PART} is assigned to core (?P<core>\S+?){_SAME}")
+def partition_assigned(
+    state: ScenarioState, source: str, partition: str, core: str, same: str | None
+) -> None:
+    item = Item(
+        "assign_core", source=parse_time(source), partition=parse_time(partition), core=parse_time(core)
+    )
+    _placed(state, item, same)
 
 
 # ---- Then: comparing tables -------------------------------------------------
@@ -596,8 +667,19 @@ def _compare_table(
 # -- current key state, global watermark, metrics (engine output or direct view)
 
 
+# The progress column that holds each area's stream-wide watermark.
+WATERMARK_COLUMN = {"keyed_watermarks": "global_watermark", "partitioned_watermarks": "combined_watermark"}
+
+
+def _require(state: ScenarioState, area: str, step: str) -> None:
+    """Area-specific Then steps refuse other areas (the shared ones dispatch by area)."""
+    got = state.require_area() if state.direct is None else getattr(state.direct, "area", area)
+    if got != area:
+        raise StepUsageError(f"step {step!r} belongs to area {area!r}; this scenario is {got!r}")
+
+
 class OutputView:
-    """What Then steps read from an engine's output tables (keyed_watermarks)."""
+    """What Then steps read from an engine's output tables, by the trace's area."""
 
     def __init__(self, state: ScenarioState) -> None:
         self.state = state
@@ -623,19 +705,44 @@ class OutputView:
         return mine[0]
 
     def global_watermark(self) -> int | None:
-        return self._last_progress()["global_watermark"]
+        return self._last_progress()[WATERMARK_COLUMN[self.state.require_area()]]
 
     def metrics(self) -> dict[str, int]:
-        return {k: v for k, v in self._last_progress().items() if k not in ("batch", "global_watermark")}
+        column = WATERMARK_COLUMN[self.state.require_area()]
+        return {k: v for k, v in self._last_progress().items() if k not in ("batch", column)}
+
+    def partition_states(self) -> dict[tuple[int, int], tuple[int | None, str, int | None]]:
+        """F064: the current partitions, folded from the ``partitions`` change table (F064-R21)."""
+        columns, rows = self.state.table("partitions")
+        current: dict[tuple[int, int], tuple[int | None, str, int | None]] = {}
+        for row in sorted(rows, key=lambda r: r[0]):  # by batch; one row per partition per batch
+            r = dict(zip(columns, row, strict=True))
+            p = (r["source"], r["partition"])
+            if r["state"] == "removed":
+                current.pop(p, None)
+            else:
+                current[p] = (r["watermark"], r["state"], r["core"])
+        return current
+
+    def source_states(self) -> dict[int, tuple[int | None, int]]:
+        """F064: the registered sources, folded from the ``sources`` change table (F064-R21)."""
+        columns, rows = self.state.table("sources")
+        current: dict[int, tuple[int | None, int]] = {}
+        for row in sorted(rows, key=lambda r: r[0]):
+            r = dict(zip(columns, row, strict=True))
+            current[r["source"]] = (r["watermark"], r["active_partitions"])
+        return current
 
 
-def view(state: ScenarioState) -> DirectView | OutputView:
+def view(state: ScenarioState) -> Any:
+    """The engine output (OutputView) or an object-API view (oracle-only scenarios)."""
     return state.direct if state.direct is not None else OutputView(state)
 
 
 @then(r"the key watermarks are:")
 def key_watermarks_are(state: ScenarioState, datatable: DataTable | None = None) -> None:
     """| key | watermark | [state |]: every tracked key, none other (untracked keys are absent)."""
+    _require(state, "keyed_watermarks", "the key watermarks are:")
     current = view(state).key_states()
     allowed = ("key", "watermark", "state")
     header, expected = expect_table(state, datatable, "the key watermarks are:", allowed)
@@ -653,12 +760,49 @@ def key_not_tracked(state: ScenarioState, key: str) -> None:
         _fail(f"key {k!r} is tracked (watermark {wm}, {st}); expected it untracked", state)
 
 
-@then(r"the global watermark is (?P<value>.+)")
-def global_watermark_is(state: ScenarioState, value: str) -> None:
-    expected = parse_expected_cell("global_watermark", value)
+@then(r"the (?P<noun>global|combined) watermark is (?P<value>.+)")
+def global_watermark_is(state: ScenarioState, noun: str, value: str) -> None:
+    """F065 says global, F064 says combined: the stream-wide watermark after the last batch."""
+    column = f"{noun}_watermark"
+    expected = parse_expected_cell(column, value)
     actual = view(state).global_watermark()
     if expected != actual:
-        assert_rows("Then the global watermark is", ["global_watermark"], [(expected,)], [(actual,)], state)
+        assert_rows(f"Then the {noun} watermark is", [column], [(expected,)], [(actual,)], state)
+
+
+@then(r"the partition watermarks are:")
+def partition_watermarks_are(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| source | partition | watermark [| state] [| core] |: every tracked partition, none other."""
+    _require(state, "partitioned_watermarks", "the partition watermarks are:")
+    current = view(state).partition_states()
+    allowed = ("source", "partition", "watermark", "state", "core")
+    header, expected = expect_table(state, datatable, "the partition watermarks are:", allowed)
+    full = [(s, p, wm, st, core) for (s, p), (wm, st, core) in sorted(current.items())]
+    assert_rows("Then the partition watermarks are", header, expected, project(allowed, full, header), state)
+
+
+@then(rf"partition {_PART} is not tracked")
+def partition_not_tracked(state: ScenarioState, source: str, partition: str) -> None:
+    _require(state, "partitioned_watermarks", "partition S/P is not tracked")
+    p = (parse_time(source), parse_time(partition))
+    current = view(state).partition_states()
+    if p in current:
+        wm, st, core = current[p]
+        _fail(
+            f"partition {p[0]}/{p[1]} is tracked (watermark {wm}, {st}, core {core}); expected untracked",
+            state,
+        )
+
+
+@then(r"the source watermarks are:")
+def source_watermarks_are(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| source | watermark [| active_partitions] |: every registered source, none other."""
+    _require(state, "partitioned_watermarks", "the source watermarks are:")
+    current = view(state).source_states()
+    allowed = ("source", "watermark", "active_partitions")
+    header, expected = expect_table(state, datatable, "the source watermarks are:", allowed)
+    full = [(s, wm, n) for s, (wm, n) in sorted(current.items())]
+    assert_rows("Then the source watermarks are", header, expected, project(allowed, full, header), state)
 
 
 @then(r"the metrics are:")
@@ -770,6 +914,16 @@ def key_changes_are(
     """| batch | key | watermark | state |: the raw ``keys`` change table."""
     title = f"the key changes in {scope} are" if scope else "the key changes are"
     _compare_table(state, "keys", datatable, title, _in_scope(state, scope, n))
+
+
+@then(rf"the (?P<what>partition|source) changes{_BATCH_SCOPE} are:")
+def partition_changes_are(
+    state: ScenarioState, what: str, scope: str | None, n: str | None, datatable: DataTable | None = None
+) -> None:
+    """F064: the raw ``partitions`` (| batch | source | partition | watermark | state | core |)
+    or ``sources`` (| batch | source | watermark | active_partitions |) change table."""
+    title = f"the {what} changes in {scope} are" if scope else f"the {what} changes are"
+    _compare_table(state, f"{what}s", datatable, title, _in_scope(state, scope, n))
 
 
 @then(r"the configuration is rejected")

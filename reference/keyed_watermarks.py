@@ -315,6 +315,7 @@ class KeyedTumblingWindowOperator:
 # ---- the stream (F065-R22..R24) -------------------------------------------
 
 CONFIG_KEYS = {"bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size"}
+ACCEPTED_KINDS = ("event", "clock", "idle", "remove_key")  # F065-R22
 Row = tuple[Any, ...]
 
 
@@ -407,6 +408,8 @@ class KeyedWatermarkStream:
 
     def _item_error(self, item: Item) -> str | None:
         """F065-R23: malformed items become error rows and change nothing."""
+        if item.kind not in ACCEPTED_KINDS:
+            return "unsupported_item"
         if item.kind == "clock":
             if item.time is None:
                 return "missing_time"

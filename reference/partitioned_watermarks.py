@@ -132,6 +132,7 @@ class PartitionedWatermarkTracker:
         self._rebalances += 1
 
     def remove_partition(self, partition: PartitionId) -> PartitionWatermarkState | None:
+        _check_partition_id(partition)  # F064-R13: out of range is still an error (R1)
         state = self.partitions.pop(partition, None)  # F064-R13: untracked -> None, no error
         if state is not None:
             self._rebalances += 1
