@@ -7,6 +7,10 @@ Modules (one name per spec area, see DESIGN.md):
 - ``trace_source``: the ``trace`` streaming data source, one trace batch per
   micro-batch.
 - ``keyed_watermarks``: the F065 operator ``keyed_watermarks(df, ...)``.
+- ``partitioned_watermarks``: the F064 operator ``partitioned_watermarks(df, ...)``
+  and ``native_watermark_report``, Spark's own watermark on the same rows.
+- ``common``: saturating arithmetic, setting checks and output assembly shared
+  by the operators.
 - ``engine``: ``SparkEngine``, the harness engine running many traces in one
   streaming query.
 
@@ -16,4 +20,4 @@ runs unchanged through Spark Connect and on a cluster.
 
 from __future__ import annotations
 
-__all__ = ["engine", "keyed_watermarks", "session", "trace_source"]
+__all__ = ["common", "engine", "keyed_watermarks", "partitioned_watermarks", "session", "trace_source"]

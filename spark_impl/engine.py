@@ -1,14 +1,20 @@
 """``SparkEngine``: the harness engine (spec/traces.md TR-9) on Spark Structured Streaming.
 
-All traces of one ``run()`` go through ONE streaming query:
+Areas: ``keyed_watermarks`` (F065) and ``partitioned_watermarks`` (F064).
+All traces of one ``run()``, of every area, go through ONE streaming query:
 
 - configs are validated first (``InvalidConfig`` instances answer the invalid
   traces; Spark is not started when no trace is valid, nor for ``run([])``);
-- every item becomes a row ``(trace_id, batch, seq, kind, key, event_time,
-  value, time)``; each trace also gets a ``batch_end`` row per batch, so an
-  empty trace batch still produces its progress row. The rows go to a
-  temporary parquet file read by the ``trace`` source (one trace batch per
-  micro-batch, ``Trigger.AvailableNow``);
+- every item becomes a row ``(trace_id, area, batch, seq, kind, key,
+  event_time, value, time, source, partition, count, core)``; each trace
+  also gets a ``batch_end`` row per batch, so an empty trace batch still
+  produces its progress row. The rows go to a temporary parquet file read by
+  the ``trace`` source (one trace batch per micro-batch,
+  ``Trigger.AvailableNow``);
+- the source is read once per micro-batch and split by the ``area`` column:
+  each area present in the run gets its operator (``keyed_watermarks``,
+  ``partitioned_watermarks``), and their outputs are unioned by column name
+  into one sink (one micro-batch per trace batch for all areas together);
 - the stream id is the trace id: the operator groups by it, so the trace id
   is part of every state key, and each trace's own config is applied to its
   stream (``stream_configs``): one query for all configs;
@@ -32,9 +38,11 @@ from typing import Any
 from harness.outputs import TABLES, Output
 from harness.traces import InvalidConfig, Trace
 
-AREA = "keyed_watermarks"
+KEYED = "keyed_watermarks"
+PARTITIONED = "partitioned_watermarks"
 INPUT_SCHEMA = [
     ("trace_id", "string"),
+    ("area", "string"),
     ("batch", "int64"),
     ("seq", "int64"),
     ("kind", "string"),
@@ -42,12 +50,43 @@ INPUT_SCHEMA = [
     ("event_time", "int64"),
     ("value", "int64"),
     ("time", "int64"),
+    ("source", "int64"),
+    ("partition", "int64"),
+    ("count", "int64"),
+    ("core", "int64"),
 ]
+ITEM_FIELDS = ("key", "event_time", "value", "time", "source", "partition", "count", "core")
+
+
+def _validator(area: str) -> Any:
+    """The area's config check: raises InvalidConfig (TR-6)."""
+    from spark_impl import keyed_watermarks, partitioned_watermarks
+
+    return (keyed_watermarks if area == KEYED else partitioned_watermarks).validate_config
+
+
+def _operator(df: Any, area: str, configs: dict[str, dict[str, Any]]) -> Any:
+    """The area's operator on the rows of its traces; returns its combined output."""
+    if area == KEYED:
+        from spark_impl.keyed_watermarks import keyed_watermarks
+
+        return keyed_watermarks(
+            df, key_col="key", event_time_col="event_time", stream_id_col="trace_id", seq_col="seq",
+            kind_col="kind", value_col="value", time_col="time", batch_col="batch",
+            stream_configs=configs,
+        ).output  # fmt: skip
+    from spark_impl.partitioned_watermarks import partitioned_watermarks
+
+    return partitioned_watermarks(
+        df, source_col="source", partition_col="partition", event_time_col="event_time",
+        stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time", count_col="count",
+        core_col="core", batch_col="batch", stream_configs=configs,
+    ).output  # fmt: skip
 
 
 class SparkEngine:
     name = "spark"
-    areas = frozenset({AREA})
+    areas = frozenset({KEYED, PARTITIONED})
 
     def __init__(self, spark: Any = None, partitions: int = 1) -> None:
         self._spark = spark
@@ -70,16 +109,14 @@ class SparkEngine:
         return self._spark
 
     def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
-        from spark_impl.keyed_watermarks import validate_config
-
         results: list[Output | Exception | None] = [None] * len(traces)
         valid: dict[str, tuple[int, Trace]] = {}
         configs: dict[str, dict[str, Any]] = {}
         for i, trace in enumerate(traces):
-            if trace.area != AREA:
+            if trace.area not in self.areas:
                 raise ValueError(f"SparkEngine implements {sorted(self.areas)}, not {trace.area!r}")
             try:
-                validate_config(trace.config)
+                _validator(trace.area)(trace.config)
             except InvalidConfig as error:
                 results[i] = error
                 continue
@@ -101,11 +138,11 @@ class SparkEngine:
 
         from pyspark.sql import functions as F
 
-        from spark_impl.keyed_watermarks import keyed_watermarks
         from spark_impl.trace_source import SOURCE_NAME, write_trace_file
 
         spark = self.spark
-        work = tempfile.mkdtemp(prefix="kw-spark-")
+        work = tempfile.mkdtemp(prefix="spark-engine-")
+        areas = sorted({t.area for _, t in traces.values()})
         try:
             path = os.path.join(work, "input.parquet")
             write_trace_file(path, _rows_table(traces))
@@ -123,20 +160,14 @@ class SparkEngine:
                     .option("partitions", str(self.partitions))
                     .load()
                 )
-                kw = keyed_watermarks(
-                    df,
-                    key_col="key",
-                    event_time_col="event_time",
-                    stream_id_col="trace_id",
-                    seq_col="seq",
-                    kind_col="kind",
-                    value_col="value",
-                    time_col="time",
-                    batch_col="batch",
-                    stream_configs=configs,
-                )
+                output = None
+                for area in areas:
+                    mine = {tid: c for tid, c in configs.items() if traces[tid][1].area == area}
+                    part = _operator(df.filter(F.col("area") == area), area, mine)
+                    output = part if output is None else output.unionByName(part, allowMissingColumns=True)
+                assert output is not None
                 query = (
-                    kw.output.writeStream.format("parquet")
+                    output.writeStream.format("parquet")
                     .option("checkpointLocation", checkpoint)
                     .option("path", sink)
                     .outputMode("append")
@@ -150,11 +181,9 @@ class SparkEngine:
                         query.stop()
                 error = query.exception()
                 if error is not None:
-                    raise RuntimeError(f"keyed_watermarks query failed: {error}")
+                    raise RuntimeError(f"{'+'.join(areas)} query failed: {error}")
             self.last_run_seconds = time.perf_counter() - started
-            from spark_impl.keyed_watermarks import OUTPUT_COLUMNS
-
-            rows = spark.read.parquet(sink).select(*[F.col(c) for c in OUTPUT_COLUMNS]).collect()
+            rows = spark.read.parquet(sink).collect()
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return _split(rows, traces)
@@ -166,36 +195,28 @@ def _rows_table(traces: dict[str, tuple[int, Trace]]) -> Any:
     cols: dict[str, list[Any]] = {name: [] for name, _ in INPUT_SCHEMA}
     for tid, (_, trace) in traces.items():
         for b, batch in enumerate(trace.batches):
-            for seq, item in enumerate(batch):
+            # One marker per trace and batch closes the list: the stream gets its progress
+            # row even when the batch is empty (F065-R22, F064-R21).
+            for seq, item in enumerate([*batch, None]):
                 cols["trace_id"].append(tid)
+                cols["area"].append(trace.area)
                 cols["batch"].append(b)
                 cols["seq"].append(seq)
-                cols["kind"].append(item.kind)
-                cols["key"].append(item.key)
-                cols["event_time"].append(item.event_time)
-                cols["value"].append(item.value)
-                cols["time"].append(item.time)
-            # One marker per trace and batch: the stream gets its progress row
-            # even when the batch is empty (F065-R22).
-            cols["trace_id"].append(tid)
-            cols["batch"].append(b)
-            cols["seq"].append(len(batch))
-            cols["kind"].append("batch_end")
-            cols["key"].append(None)
-            cols["event_time"].append(None)
-            cols["value"].append(0)
-            cols["time"].append(None)
+                cols["kind"].append("batch_end" if item is None else item.kind)
+                for name in ITEM_FIELDS:
+                    marker_value = 0 if name == "value" else None
+                    cols[name].append(marker_value if item is None else getattr(item, name))
     schema = pa.schema([(n, pa.string() if t == "string" else pa.int64()) for n, t in INPUT_SCHEMA])
     return pa.table(cols, schema=schema)
 
 
 def _split(rows: list[Any], traces: dict[str, tuple[int, Trace]]) -> dict[str, Output]:
-    tables = TABLES[AREA]
-    out: dict[str, Output] = {tid: {name: [] for name in tables} for tid in traces}
+    out: dict[str, Output] = {tid: {name: [] for name in TABLES[t.area]} for tid, (_, t) in traces.items()}
     for r in rows:
         d = r.asDict()
-        table = d["output"]
-        out[d["stream_id"]][table].append(tuple(d[c] for c in tables[table]))
+        tid, table = d["stream_id"], d["output"]
+        columns = TABLES[traces[tid][1].area][table]
+        out[tid][table].append(tuple(d[c] for c in columns))
     return out
 
 

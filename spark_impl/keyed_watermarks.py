@@ -110,6 +110,10 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
+from spark_impl.common import OutputRows, with_defaults
+from spark_impl.common import opt as _opt
+from spark_impl.common import require_int as _require_int
+from spark_impl.common import sat_sub as _sat_sub
 
 LAYOUT_VERSION = 1
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
@@ -153,14 +157,6 @@ class StreamConfig:
     window_size: int | None = None
 
 
-def _require_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidConfig(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value > I64_MAX:
-        raise InvalidConfig(f"{name} must fit in a signed 64-bit integer, got {value!r}")
-    return int(value)
-
-
 def validate_config(config: Mapping[str, Any]) -> StreamConfig:
     """A trace-style config mapping (F065-R20) -> StreamConfig, or InvalidConfig."""
     unknown = set(config) - set(CONFIG_KEYS)
@@ -182,12 +178,6 @@ def validate_config(config: Mapping[str, Any]) -> StreamConfig:
 
 
 # ---- saturating i64 arithmetic (TR-2) -------------------------------------
-
-
-def _sat_sub(a: np.ndarray, d: int) -> np.ndarray:
-    """max(i64 min, a - d) for d >= 0, without wrapping."""
-    with np.errstate(over="ignore"):
-        return np.where(a < I64_MIN + d, np.int64(I64_MIN), a - np.int64(d))
 
 
 def _sat_sub1(a: int, d: int) -> int:
@@ -362,60 +352,11 @@ class StreamState:
 # ---- output assembly --------------------------------------------------------
 
 
-class _Out:
-    """Pieces of the combined output, assembled column-wise without floats."""
+class _Out(OutputRows):
+    """The combined output of one call (the F065 columns)."""
 
     def __init__(self, stream_id: str) -> None:
-        self.stream_id = stream_id
-        self.pieces: list[tuple[int, dict[str, Any]]] = []
-
-    def add(self, output: str, n: int, **cols: Any) -> None:
-        """cols: numpy arrays / scalars; a long column may be (values, null_mask)."""
-        if n:
-            cols["output"] = output
-            self.pieces.append((n, cols))
-
-    def frame(self) -> pd.DataFrame:
-        total = sum(n for n, _ in self.pieces)
-        data: dict[str, Any] = {}
-        for c in OUTPUT_COLUMNS:
-            if c == "stream_id":
-                data[c] = np.full(total, self.stream_id, dtype=object)
-                continue
-            if c in STRING_COLS:
-                parts = []
-                for n, cols in self.pieces:
-                    v = cols.get(c)
-                    parts.append(
-                        np.full(n, v, dtype=object) if v is None or isinstance(v, str)
-                        else np.asarray(v, dtype=object)
-                    )
-                data[c] = np.concatenate(parts) if parts else np.empty(0, object)
-                continue
-            vals, masks = [], []
-            for n, cols in self.pieces:
-                v = cols.get(c)
-                if v is None:
-                    vals.append(np.zeros(n, np.int64))
-                    masks.append(np.ones(n, bool))
-                elif isinstance(v, tuple):
-                    vals.append(np.asarray(v[0], np.int64))
-                    masks.append(np.asarray(v[1], bool))
-                elif np.ndim(v) == 0:
-                    vals.append(np.full(n, v, np.int64))
-                    masks.append(np.zeros(n, bool))
-                else:
-                    vals.append(np.asarray(v, np.int64))
-                    masks.append(np.zeros(n, bool))
-            if vals:
-                data[c] = pd.arrays.IntegerArray(np.concatenate(vals), np.concatenate(masks))
-            else:
-                data[c] = pd.array([], dtype="Int64")
-        return pd.DataFrame(data, columns=list(OUTPUT_COLUMNS))
-
-
-def _opt(value: int | None) -> tuple[np.ndarray, np.ndarray]:
-    return (np.array([0 if value is None else value], np.int64), np.array([value is None]))
+        super().__init__(stream_id, OUTPUT_COLUMNS, STRING_COLS)
 
 
 # ---- processing one stream's rows (pure pandas/numpy; runs in the worker) ---
@@ -464,7 +405,7 @@ def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: in
     keyed = is_event | (kind == "idle") | (kind == "remove_key")
     known = keyed | is_clock | (kind == "batch_end")
     err = np.full(n, None, dtype=object)
-    err[~known] = "unknown_kind"
+    err[~known] = "unsupported_item"  # F065-R23
     err[is_clock & tm_null] = "missing_time"
     cand = is_clock & ~tm_null
     if cand.any():
@@ -776,12 +717,7 @@ _DEFAULTS: dict[str, Any] = {
 
 
 def _with_defaults(pdf: pd.DataFrame) -> pd.DataFrame:
-    """Adds the normalised columns the input did not carry."""
-    missing = {c: v for c, v in _DEFAULTS.items() if c not in pdf.columns}
-    if missing:
-        pdf = pdf.assign(**{c: np.full(len(pdf), v, dtype=object if isinstance(v, str) else None)
-                            for c, v in missing.items()})  # fmt: skip
-    return pdf
+    return with_defaults(pdf, _DEFAULTS)
 
 
 @dataclass

@@ -1,0 +1,167 @@
+"""Benchmark: the Spark per-partition watermark operator (F064) against a plain Spark aggregation.
+
+For each partition count (default 4, 64 and 1,024; one source), the same
+events (default 1,000,000 in 10 micro-batches, plus one register_source row
+at the start) are read from the ``trace`` source and written to the ``noop``
+sink with Trigger.AvailableNow by:
+
+- partitioned: ``partitioned_watermarks(df, source_col="source",
+  partition_col="partition", event_time_col="event_time", seq_col="seq",
+  kind_col="kind", count_col="count", batch_col="batch")``, one stream (one
+  group) holding all partitions;
+- plain: ``groupBy("partition").agg(max("event_time"))``, update mode;
+- and the oracle (reference/partitioned_watermarks.py, pure Python) on the
+  first ``--oracle-events`` events (default 100,000) in the same 10 batches.
+
+The two Spark operators run alternately (``--repeats``, default 3); printed:
+median events/s (whole run, and without the first micro-batch, which carries
+the start-up cost), the median ratio of paired runs, and the oracle's
+events/s. A benchmark reports figures; it asserts nothing.
+
+    python bench/partitioned_watermarks.py                       # 1M events; 4, 64, 1,024 partitions
+    python bench/partitioned_watermarks.py --events 100000 --repeats 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from keyed_watermarks import run_query  # noqa: E402 - the sibling benchmark's query runner
+
+
+def make_events(events: int, partitions: int, batches: int, seed: int) -> Any:
+    """A pyarrow table: batch, seq, kind, source, partition, event_time, count."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    per = events // batches
+    batch = np.repeat(np.arange(batches, dtype=np.int64), per)
+    n = len(batch)
+    seq = np.tile(np.arange(1, per + 1, dtype=np.int64), batches)
+    partition = rng.integers(0, partitions, n)
+    # event time grows with arrival, with up to 10 s of disorder
+    event_time = 1_700_000_000_000 + np.arange(n, dtype=np.int64) * 10 - rng.integers(0, 10_000, n)
+    return pa.table(
+        {
+            "batch": pa.array(np.concatenate([[0], batch])),
+            "seq": pa.array(np.concatenate([[0], seq])),
+            "kind": pa.array(["register_source"] + ["event"] * n, type=pa.string()),
+            "source": pa.array(np.zeros(n + 1, np.int64)),
+            "partition": pa.array(np.concatenate([[0], partition])),
+            "event_time": pa.array(np.concatenate([[0], event_time])),
+            "count": pa.array([partitions] + [None] * n, type=pa.int64()),
+        }
+    )
+
+
+def oracle_rate(table: Any, events: int, batches: int) -> float:
+    """Events/s of the oracle's stream on the first ``events`` events (same batch split)."""
+    from harness.traces import Item
+    from reference.partitioned_watermarks import PartitionedWatermarkStream
+
+    t = table.slice(0, events + 1).to_pydict()
+    per = max(1, events // batches)
+    items = [
+        Item("event", source=0, partition=p, event_time=e)
+        for p, e in zip(t["partition"][1:], t["event_time"][1:], strict=True)
+    ]
+    split = [items[i : i + per] for i in range(0, len(items), per)]
+    split[0].insert(0, Item("register_source", source=0, count=t["count"][0]))
+    stream = PartitionedWatermarkStream({})
+    started = time.perf_counter()
+    for b, batch in enumerate(split):
+        stream.run_batch(b, batch)
+    return len(items) / (time.perf_counter() - started)
+
+
+def bench(
+    spark: Any, events: int, partitions: int, batches: int, input_parts: int, repeats: int,
+    oracle_events: int, work: str,
+) -> None:  # fmt: skip
+    from pyspark.sql import functions as F
+
+    from spark_impl.partitioned_watermarks import partitioned_watermarks
+    from spark_impl.trace_source import SOURCE_NAME, write_trace_file
+
+    table = make_events(events, partitions, batches, seed=partitions)
+    path = os.path.join(work, f"events-{events}-{partitions}.parquet")
+    write_trace_file(path, table)
+
+    def source() -> Any:
+        reader = spark.readStream.format(SOURCE_NAME).option("path", path)
+        return reader.option("partitions", str(input_parts)).load()
+
+    runs: dict[str, list[dict[str, float]]] = {"plain": [], "partitioned": []}
+    for attempt in range(repeats):
+        plain = source().groupBy("partition").agg(F.max("event_time").alias("max_et"))
+        ckpt = os.path.join(work, f"ck-plain-{partitions}-{attempt}")
+        runs["plain"].append(run_query(spark, plain, "update", ckpt))
+        pw = partitioned_watermarks(
+            source(), source_col="source", partition_col="partition", event_time_col="event_time",
+            seq_col="seq", kind_col="kind", count_col="count", batch_col="batch",
+        )  # fmt: skip
+        ckpt = os.path.join(work, f"ck-pw-{partitions}-{attempt}")
+        runs["partitioned"].append(run_query(spark, pw.output, "append", ckpt))
+    oracle = oracle_rate(table, min(oracle_events, events), batches)
+
+    def rate(r: dict[str, float]) -> float:
+        return r["rows"] / r["wall"]
+
+    def warm_rate(r: dict[str, float]) -> float:
+        return r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
+
+    print(
+        f"\n== {events:,} events, {partitions:,} partitions, {batches} micro-batches, {input_parts} input "
+        f"partitions, median of {repeats} alternating runs =="
+    )
+    for name in ("plain", "partitioned"):
+        rs = runs[name]
+        print(
+            f"{name:11s}: {rs[0]['rows']:,.0f} rows in {rs[0]['batches']:.0f} batches, "
+            f"wall {statistics.median(r['wall'] for r in rs):.1f} s, "
+            f"{statistics.median(map(rate, rs)):,.0f} ev/s (wall), "
+            f"{statistics.median(map(warm_rate, rs)):,.0f} ev/s (batches 2.., trigger time)"
+        )
+    pairs = list(zip(runs["partitioned"], runs["plain"], strict=True))
+    ratio_wall = statistics.median(rate(k) / rate(p) for k, p in pairs)
+    ratio_warm = statistics.median(warm_rate(k) / warm_rate(p) for k, p in pairs)
+    print(
+        f"ratio partitioned/plain (median of paired runs): {ratio_wall:.2f}x (wall), {ratio_warm:.2f}x (warm)"
+    )
+    print(f"oracle (pure Python, {min(oracle_events, events):,} events): {oracle:,.0f} ev/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, nargs="+", default=[4, 64, 1_024])
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--input-partitions", type=int, default=2, help="input partitions per micro-batch")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per operator")
+    parser.add_argument("--oracle-events", type=int, default=100_000, help="events the oracle runs on")
+    args = parser.parse_args()
+
+    from spark_impl.session import get_spark
+
+    spark = get_spark()
+    work = tempfile.mkdtemp(prefix="pw-bench-")
+    try:
+        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+        for partitions in args.partitions:
+            bench(spark, args.events, partitions, args.batches, args.input_partitions, args.repeats,
+                  args.oracle_events, work)  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
