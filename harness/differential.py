@@ -83,19 +83,25 @@ def _numbers(trace: Trace) -> list[int]:
     nums = [v for v in trace.config.values() if isinstance(v, int) and not isinstance(v, bool)]
     for b in trace.batches:
         for i in b:
-            nums += [v for v in (i.event_time, i.time, i.value, i.partition) if v is not None]
+            nums += [
+                v
+                for v in (i.event_time, i.time, i.value, i.partition, i.source, i.count, i.core)
+                if v is not None
+            ]
     return nums
 
 
 def size(trace: Trace) -> tuple[Any, ...]:
     items = sum(len(b) for b in trace.batches)
     keys = {i.key for b in trace.batches for i in b if i.key is not None}
+    # F064: the partitions an item names count like keys (F065 traces name none)
+    parts = {(i.source, i.partition) for b in trace.batches for i in b if i.source is not None}
     nums = _numbers(trace)
     return (
         items,
         len(trace.batches),
         len(trace.restart_after),
-        len(keys),
+        len(keys) + len(parts),
         len(trace.config),
         sum(_digits(n) for n in nums),
         sum(min(abs(n), 2**64) for n in nums),
@@ -213,11 +219,13 @@ def _map_items(trace: Trace, f: Callable[[Item], Item]) -> Trace:
     return _with(trace, [[f(i) for i in b] for b in trace.batches])
 
 
-def _replace_value(trace: Trace, name: str, old: Any, new: Any) -> Trace:
-    """Every item whose field ``name`` is ``old`` gets ``new`` (clock times: clock items only)."""
+def _replace_value(trace: Trace, name: str, old: Any, new: Any, kind: str | None = None) -> Trace:
+    """Every item whose field ``name`` is ``old`` gets ``new``; with ``kind``, items of that kind only
+    (``time`` defaults to clock items: F064 watermark times are simplified on their own)."""
+    kind = kind or ("clock" if name == "time" else None)
 
     def f(i: Item) -> Item:
-        if getattr(i, name) != old or (name == "time" and i.kind != "clock"):
+        if getattr(i, name) != old or (kind is not None and i.kind != kind):
             return i
         return replace(i, **{name: new})
 
@@ -252,6 +260,23 @@ def simplify_numbers(trace: Trace) -> Iterable[Trace]:
     for v in cts:
         for c in _simpler_ints(v):
             yield _replace_value(trace, "time", v, c)
+    # F064 watermark items: shift them all down, then each distinct time
+    wts = sorted({i.time for b in trace.batches for i in b if i.kind == "watermark" and i.time is not None})
+    if wts and wts[0] > 0:
+        for d in [wts[0]] + [c for c in _simpler_ints(wts[0]) if 0 < c < wts[0]]:
+
+            def shift(i: Item, d: int = d) -> Item:
+                return replace(i, time=i.time - d) if i.kind == "watermark" and i.time is not None else i
+
+            yield _map_items(trace, shift)
+    for v in wts:
+        for c in _simpler_ints(v):
+            yield _replace_value(trace, "time", v, c, kind="watermark")
+    # F064 partition counts and cores
+    for name in ("count", "core"):
+        for v in sorted({getattr(i, name) for b in trace.batches for i in b if getattr(i, name) is not None}):
+            for c in _simpler_ints(v):
+                yield _replace_value(trace, name, v, c)
     # values
     vals = sorted({i.value for b in trace.batches for i in b if i.value})
     if vals:
@@ -272,6 +297,33 @@ def simplify_keys(trace: Trace) -> Iterable[Trace]:
             yield _replace_value(trace, "key", x, y)
 
 
+def simplify_partitions(trace: Trace) -> Iterable[Trace]:
+    """F064: sources renumbered 0, 1, ... in order of appearance, then one source or one partition
+    of a source renamed to a smaller number everywhere it occurs (items that name it)."""
+    order = list(dict.fromkeys(i.source for b in trace.batches for i in b if i.source is not None))
+    if not order:
+        return
+    rename = {x: n for n, x in enumerate(sorted(x for x in order if x >= 0))}
+    if any(rename.get(x, x) != x for x in order):
+        yield _map_items(
+            trace, lambda i: replace(i, source=rename.get(i.source, i.source)) if i.source is not None else i
+        )
+    for x in order:
+        for y in order:
+            if 0 <= y < x:
+                yield _replace_value(trace, "source", x, y)
+    pairs = sorted(
+        {(i.source, i.partition) for b in trace.batches for i in b if i.partition is not None}, key=str
+    )
+    for src, p in pairs:
+        for c in _simpler_ints(p):
+
+            def f(i: Item, src: Any = src, p: int = p, c: int = c) -> Item:
+                return replace(i, partition=c) if (i.source, i.partition) == (src, p) else i
+
+            yield _map_items(trace, f)
+
+
 PASSES: tuple[Callable[[Trace], Iterable[Trace]], ...] = (
     drop_batches,
     drop_items,
@@ -279,6 +331,7 @@ PASSES: tuple[Callable[[Trace], Iterable[Trace]], ...] = (
     merge_batches,
     drop_settings,
     simplify_keys,
+    simplify_partitions,
     simplify_numbers,
 )
 
@@ -474,6 +527,21 @@ def _shape(t: Trace) -> str:
 #   Then the verdicts are: / the progress is: / the key changes are: / the windows are: /
 #        the errors are: / there are no errors / no windows fire / the configuration is rejected
 #
+# F064 (partitioned watermarks), S/P = source/partition:
+#
+#   Given partitioned watermarks with the default configuration
+#   Given partitioned watermarks with an idle timeout of <n> ms and a max lateness of <n> ms
+#   Given partitioned watermarks configured with:     | setting | value |
+#   When source <S> is registered with <n> partitions
+#   When these events arrive in one batch:            | source | partition | event_time |
+#   When these watermarks arrive in one batch:        | source | partition | time |
+#   When partition S/P reports watermark <n>
+#   When partition S/P is marked idle / marked active / added / removed
+#   When partition S/P is assigned to core <c>
+#   When these items arrive in one batch:             | kind | source | partition | event_time |
+#                                                     | time | count | core |  (the columns any item uses)
+#   Then the progress is: / the partition changes are: / the source changes are: / the errors are:
+#
 # In input tables an empty cell is a missing field (an error row, TR-7); in
 # expected tables "-" is null.
 
@@ -562,6 +630,79 @@ def _batch_steps(batch: Sequence[Item], clock_now: int, indent: str) -> list[str
     return ["these items arrive in one batch:"] + _table(header, rows, indent + "  ")
 
 
+# -- F064
+
+_F064_PHRASES = {"idle_timeout": "an idle timeout of {} ms", "max_lateness": "a max lateness of {} ms"}
+
+F064_THEN_STEPS = {
+    "progress": "the progress is:",
+    "partitions": "the partition changes are:",
+    "sources": "the source changes are:",
+    "errors": "the errors are:",
+}
+
+_F064_ITEM_COLUMNS = ("source", "partition", "event_time", "time", "count", "core")
+
+_F064_PARTITION_PHRASES = {
+    "idle": "is marked idle",
+    "active": "is marked active",
+    "add_partition": "is added",
+    "remove_partition": "is removed",
+}
+
+
+def _f064_given_steps(cfg: dict[str, Any], indent: str) -> list[str]:
+    phrasable = set(cfg) <= set(_F064_PHRASES) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in cfg.values()
+    )
+    if not phrasable:
+        rows = [[k, f'"{v}"' if isinstance(v, str) else ("none" if v is None else v)] for k, v in cfg.items()]
+        return ["Given partitioned watermarks configured with:"] + _table(
+            ["setting", "value"], rows, indent + "  "
+        )
+    if not cfg:
+        return ["Given partitioned watermarks with the default configuration"]
+    phrases = [_F064_PHRASES[k].format(cfg[k]) for k in ("idle_timeout", "max_lateness") if k in cfg]
+    return ["Given partitioned watermarks with " + " and ".join(phrases)]
+
+
+def _f064_batch_steps(batch: Sequence[Item], clock_now: int, indent: str) -> list[str]:
+    if not batch:
+        return ["an empty batch passes"]
+
+    def has(i: Item, *names: str) -> bool:
+        return all(getattr(i, n) is not None for n in names) and i.key is None
+
+    if all(i.kind == "event" and has(i, "source", "partition", "event_time") for i in batch):
+        rows = [[i.source, i.partition, i.event_time] for i in batch]
+        return ["these events arrive in one batch:"] + _table(
+            ["source", "partition", "event_time"], rows, indent + "  "
+        )
+    if len(batch) > 1 and all(i.kind == "watermark" and has(i, "source", "partition", "time") for i in batch):
+        rows = [[i.source, i.partition, i.time] for i in batch]
+        return ["these watermarks arrive in one batch:"] + _table(
+            ["source", "partition", "time"], rows, indent + "  "
+        )
+    if len(batch) == 1:
+        i = batch[0]
+        if i.kind == "clock" and i.time is not None:
+            verb = "goes back" if i.time < clock_now else "advances"
+            return [f"the processing clock {verb} to {i.time} ms"]
+        if i.kind == "register_source" and has(i, "source", "count"):
+            return [f"source {i.source} is registered with {i.count} partition{'' if i.count == 1 else 's'}"]
+        if has(i, "source", "partition"):
+            where = f"partition {i.source}/{i.partition}"
+            if i.kind == "watermark" and i.time is not None:
+                return [f"{where} reports watermark {i.time}"]
+            if i.kind in _F064_PARTITION_PHRASES:
+                return [f"{where} {_F064_PARTITION_PHRASES[i.kind]}"]
+            if i.kind == "assign_core" and i.core is not None:
+                return [f"{where} is assigned to core {i.core}"]
+    columns = [c for c in _F064_ITEM_COLUMNS if any(getattr(i, c) is not None for i in batch)]
+    rows = [[i.kind] + [getattr(i, c) for c in columns] for i in batch]
+    return ["these items arrive in one batch:"] + _table(["kind", *columns], rows, indent + "  ")
+
+
 def to_gherkin(
     trace: Trace,
     expected: Result | None = None,
@@ -576,11 +717,16 @@ def to_gherkin(
     """
     cfg = dict(trace.config)
     s = indent * 2
-    lines = [f"{indent}@F065", f"{indent}Scenario: {title}"]
-    lines += [s + ln if not ln.startswith(indent) else ln for ln in _given_steps(cfg, s)]
+    f064 = trace.area == "partitioned_watermarks"
+    given_steps, batch_steps = (
+        (_f064_given_steps, _f064_batch_steps) if f064 else (_given_steps, _batch_steps)
+    )
+    then_steps = F064_THEN_STEPS if f064 else THEN_STEPS
+    lines = [f"{indent}{'@F064' if f064 else '@F065'}", f"{indent}Scenario: {title}"]
+    lines += [s + ln if not ln.startswith(indent) else ln for ln in given_steps(cfg, s)]
     now = 0
     for b, batch in enumerate(trace.batches):
-        steps = _batch_steps(batch, now, s)
+        steps = batch_steps(batch, now, s)
         lines.append(f"{s}When {steps[0]}")
         lines += steps[1:]
         for i in batch:
@@ -601,7 +747,7 @@ def to_gherkin(
             if not rows and name in THEN_EMPTY:
                 lines.append(f"{s}{word} {THEN_EMPTY[name]}")
             else:
-                lines.append(f"{s}{word} {THEN_STEPS[name]}")
+                lines.append(f"{s}{word} {then_steps[name]}")
                 lines += [s + "  " + ln for ln in format_table(columns, rows).splitlines()]
             word = "And"
     return "\n".join(lines)

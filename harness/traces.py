@@ -104,7 +104,7 @@ class Item:
 
     def describe(self) -> str:
         """A short human form, used when a shrunk trace is printed."""
-        if self.kind == "event":
+        if self.kind == "event" and self.key is not None:
             return f"event {self.key}@{self.event_time}" + (f" v={self.value}" if self.value else "")
         if self.kind == "clock":
             return f"clock->{self.time}"

@@ -17,11 +17,16 @@ Numbers are often drawn on a grid (multiples of 1, 100 or 1000 ms) and
 bounded delays from the same grid, so that an event lands exactly on its
 key's watermark, a clock gap equals the idle timeout, and so on: the
 boundaries (``<`` versus ``<=``) are hit often, not by luck.
+
+``partitioned_watermark_traces`` (F064) reuses the same blocks for
+multi-source, multi-partition streams: registration first, partitions at
+their own rates, stalls, idle gaps, idle/active marks, rebalances, core
+assignments and malformed items (see its docstring).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -334,6 +339,15 @@ def generate(strategy: st.SearchStrategy[Trace], n: int, seed_value: int = 0) ->
 
 __all__ = [
     "generate",
+    "NEVER_SOURCE",
+    "PARTITIONED_AREA",
+    "PARTITIONED_REQUIRED",
+    "PARTITION_MAX",
+    "SOURCES",
+    "invalid_partitioned_watermark_configs",
+    "malformed_partitioned_item",
+    "partitioned_watermark_configs",
+    "partitioned_watermark_traces",
     "ABSENT_KEY",
     "BOUNDED",
     "HOT_KEYS",
@@ -354,3 +368,291 @@ __all__ = [
     "restart_points",
     "skewed_keys",
 ]
+
+
+# ---- F064 ------------------------------------------------------------------
+#
+# Multi-source, multi-partition streams. The generator keeps a small model of
+# the sources and partitions it has registered (F064-R2, R12, R13), so that
+# most items name a tracked partition and the malformed ones are malformed on
+# purpose: an unknown source or partition, a partition added twice, numbers out
+# of range, a missing field, a clock going back (F064-R22).
+
+PARTITIONED_AREA = "partitioned_watermarks"
+
+#: source ids the generator registers (0 and 1 are hot)
+SOURCES = (0, 1, 2, 7)
+
+#: a source the generator never registers: items that name it are unknown_source errors, and
+#: ``remove_partition`` of it is the no-op control item (F064-R13)
+NEVER_SOURCE = 99
+
+#: F064-R1: the partition numbers are u32
+PARTITION_MAX = 2**32 - 1
+
+#: the fields an item kind needs (F064-R22); the order in which a missing one is reported
+PARTITIONED_REQUIRED = {
+    "event": ("source", "partition", "event_time"),
+    "watermark": ("source", "partition", "time"),
+    "idle": ("source", "partition"),
+    "active": ("source", "partition"),
+    "register_source": ("source", "count"),
+    "add_partition": ("source", "partition"),
+    "remove_partition": ("source", "partition"),
+    "assign_core": ("source", "partition", "core"),
+    "clock": ("time",),
+}
+
+
+@st.composite
+def partitioned_watermark_configs(draw: st.DrawFn, grid: int = 1000) -> dict[str, Any]:
+    """Valid F064-R24 configurations; a setting is sometimes left out (its default applies)."""
+    config: dict[str, Any] = {}
+    if draw(st.integers(0, 5)) > 0:
+        config["idle_timeout"] = draw(delays(grid, 20_000))
+    if draw(st.integers(0, 3)) > 0:
+        config["max_lateness"] = draw(delays(grid, 10_000))  # 0 often
+    return config
+
+
+@st.composite
+def invalid_partitioned_watermark_configs(draw: st.DrawFn) -> dict[str, Any]:
+    """Configurations an engine must refuse with InvalidConfig (F064-R24, TR-6)."""
+    return dict(
+        draw(
+            st.sampled_from(
+                [
+                    {"idle_timeout": -1},
+                    {"max_lateness": -5},
+                    {"idle_timeout": 1.5},
+                    {"max_lateness": True},
+                    {"idle_timeout": I64_MAX + 1},
+                    {"bounded_delay": 1000},  # an F065 setting, unknown here
+                    {"idle_timeout": 1000, "no_such_setting": 1},
+                ]
+            )
+        )
+    )
+
+
+@dataclass
+class _PartitionGen:
+    """What the generator knows of one partition: its event-time frontier and its pace."""
+
+    state: StreamState
+    max_step: int  # partitions advance at different rates
+    stalled: bool = False  # a stalled partition stops reporting (events and watermarks)
+
+
+@dataclass
+class _PartitionedModel:
+    """The generator's view of the tracker: registered sources and tracked partitions."""
+
+    sources: dict[int, int]  # source -> its registered count
+    partitions: dict[tuple[int, int], _PartitionGen]
+    clock: StreamState = field(default_factory=lambda: StreamState(base=0))  # .clock: TR-4
+
+
+def _hot_first(draw: st.DrawFn, options: list[Any]) -> Any:
+    """Partition skew: half of the draws take the first option, the rest any (shrinks to the first)."""
+    if len(options) == 1 or draw(st.booleans()):
+        return options[0]
+    return options[draw(st.integers(0, len(options) - 1))]
+
+
+def malformed_partitioned_item(draw: st.DrawFn, model: _PartitionedModel, t: int) -> Item:
+    """One item an engine must answer with an error row (F064-R22)."""
+    tracked = sorted(model.partitions)
+    registered = sorted(model.sources)
+    choices = ["missing_field", "unknown_source", "out_of_range", "negative_core", "bad_count"]
+    if registered:
+        choices += ["unknown_partition"]
+    if tracked:
+        choices += ["add_tracked"]
+    if model.clock.clock > 0:
+        choices.append("clock_backwards")
+    kind = draw(st.sampled_from(choices))
+    s, p = tracked[0] if tracked else (NEVER_SOURCE, 0)
+    if kind == "missing_field":
+        item_kind = draw(st.sampled_from(sorted(PARTITIONED_REQUIRED)))
+        full = Item(item_kind, source=s, partition=p, event_time=t, time=t, count=2, core=0)
+        # keep only the fields the kind has, then drop one of them
+        fields_ = {n: getattr(full, n) for n in PARTITIONED_REQUIRED[item_kind]}
+        if item_kind == "clock":
+            fields_["time"] = model.clock.clock
+        missing = draw(st.sampled_from(PARTITIONED_REQUIRED[item_kind]))
+        fields_[missing] = None
+        return Item(item_kind, **fields_)
+    if kind == "unknown_source":
+        item_kind = draw(
+            st.sampled_from(("event", "watermark", "idle", "active", "add_partition", "assign_core"))
+        )
+        return Item(
+            item_kind,
+            source=NEVER_SOURCE,
+            partition=0,
+            event_time=t if item_kind == "event" else None,
+            time=t if item_kind == "watermark" else None,
+            core=0 if item_kind == "assign_core" else None,
+        )
+    if kind == "unknown_partition":
+        src = draw(st.sampled_from(registered))
+        item_kind = draw(st.sampled_from(("event", "watermark", "idle", "active", "assign_core")))
+        return Item(
+            item_kind,
+            source=src,
+            partition=model.sources[src] + draw(st.integers(0, 3)) + 10,
+            event_time=t if item_kind == "event" else None,
+            time=t if item_kind == "watermark" else None,
+            core=1 if item_kind == "assign_core" else None,
+        )
+    if kind == "add_tracked":
+        s, p = draw(st.sampled_from(tracked))
+        return Item("add_partition", source=s, partition=p)
+    if kind == "out_of_range":
+        item_kind = draw(st.sampled_from(("event", "watermark", "idle", "add_partition", "remove_partition")))
+        src, part = draw(st.sampled_from(((s, PARTITION_MAX + 1), (-1, 0), (s, -1))))
+        return Item(
+            item_kind,
+            source=src,
+            partition=part,
+            event_time=t if item_kind == "event" else None,
+            time=t if item_kind == "watermark" else None,
+        )
+    if kind == "negative_core":
+        return Item("assign_core", source=s, partition=p, core=-1)
+    if kind == "bad_count":
+        return Item("register_source", source=s, count=draw(st.sampled_from((-1, PARTITION_MAX + 2))))
+    return Item("clock", time=model.clock.clock - draw(st.integers(1, model.clock.clock)))
+
+
+def _register(model: _PartitionedModel, source: int, count: int, fresh: Any) -> None:
+    """F064-R2 in the generator's model: the source's partitions become exactly 0..count-1."""
+    model.sources[source] = count
+    for key in [k for k in model.partitions if k[0] == source and k[1] >= count]:
+        del model.partitions[key]
+    for n in range(count):
+        if (source, n) not in model.partitions:
+            model.partitions[(source, n)] = fresh()
+
+
+@st.composite
+def partitioned_watermark_traces(
+    draw: st.DrawFn,
+    *,
+    max_batches: int = 6,
+    max_items: int = 10,
+    times: TimeRange = BOUNDED,
+    malformed: bool = True,
+    rebalances: bool = True,
+    idle_marks: bool = True,
+    cores: bool = True,
+    restarts: bool = True,
+    config: dict[str, Any] | None = None,
+    invalid_config_rate: int = 0,
+) -> Trace:
+    """A multi-source, multi-partition stream cut into micro-batches (F064-R20).
+
+    Registration comes first (one to three sources, zero to four partitions
+    each); then partitions advance at their own rates with bounded disorder,
+    some stall (stop reporting) and some resume, the clock moves in steps,
+    exactly to and past the idle timeout, partitions are marked idle and
+    active, sources are rebalanced (add, remove, re-registration that grows
+    or shrinks), partitions are assigned to cores; batches may be empty,
+    restart points fall between batches, and a few items are malformed.
+    ``invalid_config_rate``: one trace in that many (0: never) gets a refused configuration.
+    """
+    grid = draw(grids())
+    if config is None:
+        if invalid_config_rate and draw(st.integers(0, invalid_config_rate - 1)) == 0:
+            config = draw(invalid_partitioned_watermark_configs())
+        else:
+            config = draw(partitioned_watermark_configs(grid))
+    lateness = config.get("max_lateness", 0)
+    lateness = (
+        lateness if isinstance(lateness, int) and not isinstance(lateness, bool) and lateness >= 0 else 0
+    )
+    idle_timeout = config.get("idle_timeout", 60_000)
+    if not isinstance(idle_timeout, int) or isinstance(idle_timeout, bool) or not 0 <= idle_timeout <= 10**7:
+        idle_timeout = 60_000
+    disorder = draw(st.sampled_from((0, grid, lateness // 2, lateness, lateness + grid, 5 * grid)))
+    origin = times.clamp(times.low + lateness + disorder)
+
+    def fresh() -> _PartitionGen:
+        start = times.clamp(origin + draw(st.integers(0, 20)) * grid)
+        return _PartitionGen(StreamState(base=start), max_step=draw(st.sampled_from((0, 1, 3, 10))))
+
+    model = _PartitionedModel({}, {})
+
+    # registration first
+    first: list[Item] = []
+    for source in draw(st.lists(st.sampled_from(SOURCES), min_size=1, max_size=3, unique=True)):
+        count = draw(st.integers(1, 4)) if draw(st.integers(0, 5)) else 0
+        first.append(Item("register_source", source=source, count=count))
+        _register(model, source, count, fresh)
+
+    n_batches = draw(st.integers(1, max_batches))
+    batches: list[tuple[Item, ...]] = []
+    for b in range(n_batches):
+        batch: list[Item] = list(first) if b == 0 else []
+        # between batches a partition may stall (stop reporting) or resume
+        if model.partitions and draw(st.integers(0, 3)) == 0:
+            gen = model.partitions[draw(st.sampled_from(sorted(model.partitions)))]
+            gen.stalled = not gen.stalled
+        size = 0 if draw(st.integers(0, 7)) == 0 else draw(st.integers(1, max_items))
+        for _ in range(size):
+            tracked = sorted(model.partitions)
+            reporting = [k for k in tracked if not model.partitions[k].stalled]
+            roll = draw(st.integers(0, 99))
+            if roll < 64 and reporting:
+                s, p = _hot_first(draw, reporting)
+                gen = model.partitions[(s, p)]
+                t = out_of_order_time(draw, gen.state, grid, disorder, gen.max_step, times)
+                if draw(st.integers(0, 4)) == 0:  # an explicit watermark, sometimes behind (F064-R4)
+                    back = draw(st.sampled_from((0, lateness, disorder + grid)))
+                    batch.append(Item("watermark", source=s, partition=p, time=times.clamp(t - back)))
+                else:
+                    batch.append(Item("event", source=s, partition=p, event_time=t))
+            elif roll < 73:
+                batch.append(Item("clock", time=clock_advance(draw, model.clock, idle_timeout, grid, times)))
+            elif roll < 78 and idle_marks and tracked:
+                s, p = draw(st.sampled_from(tracked))
+                batch.append(Item("idle" if draw(st.integers(0, 2)) else "active", source=s, partition=p))
+            elif roll < 88 and rebalances:
+                batch.append(_rebalance(draw, model, fresh))
+            elif roll < 92 and cores and tracked:
+                s, p = draw(st.sampled_from(tracked))
+                batch.append(Item("assign_core", source=s, partition=p, core=draw(st.integers(0, 3))))
+            elif roll >= 92 and malformed:
+                t = max((g.state.base for g in model.partitions.values()), default=origin)
+                batch.append(malformed_partitioned_item(draw, model, t))
+            else:
+                batch.append(Item("clock", time=clock_advance(draw, model.clock, idle_timeout, grid, times)))
+        batches.append(tuple(batch))
+    restart_after = draw(restart_points(n_batches)) if restarts else frozenset()
+    return Trace(PARTITIONED_AREA, config, tuple(batches), restart_after)
+
+
+def _rebalance(draw: st.DrawFn, model: _PartitionedModel, fresh: Any) -> Item:
+    """add_partition, remove_partition (tracked or not), or a (re-)registration that resizes a source."""
+    kind = draw(st.sampled_from(("add", "remove", "remove", "register")))
+    registered = sorted(model.sources)
+    if kind == "add" and registered:
+        s = draw(st.sampled_from(registered))
+        taken = {p for (src, p) in model.partitions if src == s}
+        p = min(set(range(len(taken) + 2)) - taken) if draw(st.integers(0, 3)) else max(taken, default=0) + 5
+        model.partitions[(s, p)] = fresh()
+        return Item("add_partition", source=s, partition=p)
+    if kind == "remove" and model.partitions:
+        if draw(st.integers(0, 4)):
+            s, p = draw(st.sampled_from(sorted(model.partitions)))
+            del model.partitions[(s, p)]
+        else:  # untracked: a no-op (F064-R13)
+            s, p = draw(st.sampled_from(((NEVER_SOURCE, 0), (registered[0] if registered else 0, 40))))
+        return Item("remove_partition", source=s, partition=p)
+    # re-registration grows or shrinks a source; sometimes a new source arrives
+    s = draw(st.sampled_from(SOURCES))
+    old = model.sources.get(s, 0)
+    count = draw(st.sampled_from(sorted({0, max(0, old - 1), old, old + 1, old + 2})))
+    _register(model, s, count, fresh)
+    return Item("register_source", source=s, count=count)

@@ -3,7 +3,8 @@
 A deliberately broken engine (the oracle with ``<=`` instead of ``<`` in the
 late test of F065-R3) goes through ``check_against_reference``: the checker
 must fail, shrink the failing trace to a handful of items, and print a
-Gherkin scenario that, replayed, still shows the difference.
+Gherkin scenario that, replayed, still shows the difference. The same for
+F064: the oracle with ``>=`` instead of ``>`` in the idle timeout (F064-R11).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given
 
 import reference.keyed_watermarks as kw
+import reference.partitioned_watermarks as pw
 from harness.differential import (
     candidates,
     check_against_reference,
@@ -27,7 +29,7 @@ from harness.differential import (
 from harness.outputs import Output
 from harness.reference_engine import ReferenceEngine
 from harness.traces import Item, Trace
-from properties.strategies import generate, keyed_watermark_traces
+from properties.strategies import generate, keyed_watermark_traces, partitioned_watermark_traces
 
 
 class _LateAtTheWatermark(kw.KeyedWatermarkTracker):
@@ -213,3 +215,70 @@ def test_gherkin_of_a_mixed_batch() -> None:
     assert "When key a is marked idle" in text and "When key a is removed" in text
     assert "When the processing clock advances to 700 ms" in text
     assert trace_from_gherkin(text).batches == trace.batches
+
+
+# ---- F064 ---------------------------------------------------------------------------
+
+
+class _IdleAtTheTimeout(pw.PartitionedWatermarkTracker):
+    """The bug: a partition silent for exactly the idle timeout goes idle (``>=``, F064-R11 says ``>``)."""
+
+    def check_idle_partitions(self) -> int | None:
+        now = self.clock()
+        for state in self.partitions.values():
+            if not state.is_idle and now - state.last_activity >= self.idle_timeout:
+                state.is_idle = True
+        return self._advance()
+
+
+class IdleAtTheTimeoutEngine(ReferenceEngine):
+    name = "idle-at-the-timeout"
+
+    def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
+        saved = pw.PartitionedWatermarkTracker
+        pw.PartitionedWatermarkTracker = _IdleAtTheTimeout  # type: ignore[misc]
+        try:
+            return super().run(traces)
+        finally:
+            pw.PartitionedWatermarkTracker = saved  # type: ignore[misc]
+
+
+def _f064_scenario(message: str) -> str:
+    m = re.search(
+        r"Paste into features/partitioned_watermarks\.feature:\n\n(.*?)\n\nTrace\.describe\(\):",
+        message,
+        re.S,
+    )
+    assert m, message
+    return m.group(1)
+
+
+@pytest.mark.clauses("F064-R11")
+def test_checker_catches_and_shrinks_an_idle_timeout_that_fires_at_the_timeout() -> None:
+    traces = generate(partitioned_watermark_traces(), 100, 7)
+    with pytest.raises(AssertionError) as failure:
+        check_against_reference(IdleAtTheTimeoutEngine(), traces, shrink_seconds=30, context="negative test")
+    message = str(failure.value)
+    scenario = _f064_scenario(message)
+    assert scenario.startswith("  @F064") and "Given partitioned watermarks with" in scenario, scenario
+    shrunk = trace_from_gherkin(scenario)
+    # the minimum: a registration and one clock item exactly at the timeout
+    assert sum(len(b) for b in shrunk.batches) <= 2 and not shrunk.restart_after, scenario
+    clock_times = [i.time for b in shrunk.batches for i in b if i.kind == "clock"]
+    assert clock_times == [shrunk.config.get("idle_timeout", 60_000)], scenario
+    expected, actual = ReferenceEngine().run([shrunk])[0], IdleAtTheTimeoutEngine().run([shrunk])[0]
+    assert compare(shrunk.area, expected, actual) in message
+    run_scenario(scenario, ReferenceEngine())
+    with pytest.raises(pytest.fail.Exception):
+        run_scenario(scenario, IdleAtTheTimeoutEngine())
+
+
+@given(partitioned_watermark_traces(invalid_config_rate=4))
+def test_f064_gherkin_round_trip(trace: Trace) -> None:
+    """F064 traces print as scenarios of the shared step library and replay to the same trace."""
+    expected = ReferenceEngine().run([trace])[0]
+    text = to_gherkin(trace, expected)
+    replayed = trace_from_gherkin(text)
+    assert replayed.batches == trace.batches and replayed.restart_after == trace.restart_after
+    assert dict(replayed.config) == dict(trace.config)
+    run_scenario(text, ReferenceEngine())
