@@ -76,9 +76,9 @@ def run_query(spark: Any, df: Any, mode: str, checkpoint: str) -> dict[str, floa
     wall = time.perf_counter() - started
     if q.exception() is not None:
         raise RuntimeError(str(q.exception()))
-    progress = [p for p in q.recentProgress if p["numInputRows"] > 0]
-    durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
-    rows = [p["numInputRows"] for p in progress]
+    progress = [p for p in q.recentProgress if p.numInputRows > 0]  # properties work through Connect too
+    durations = [p.durationMs["triggerExecution"] / 1000 for p in progress]
+    rows = [p.numInputRows for p in progress]
     return {
         "wall": wall,
         "rows": float(sum(rows)),

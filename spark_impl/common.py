@@ -9,12 +9,17 @@ Pure numpy/pandas: everything here also runs inside Spark's Python workers.
   exact nullable longs (never floats).
 - ``opt``: a nullable scalar as the ``(values, null mask)`` pair OutputRows takes.
 - ``with_defaults``: adds the normalised input columns a stream did not carry.
+- ``StreamGroupProcessor``: the stateful processor both operators share: one
+  call per stream (group) and micro-batch, one state read and one write.
+- ``stream_settings``, ``check_columns``, ``event_time_millis``,
+  ``table_projections``: what applying an operator to a DataFrame checks
+  and builds, the same for every operator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -103,4 +108,119 @@ def with_defaults(pdf: pd.DataFrame, defaults: Mapping[str, Any]) -> pd.DataFram
     return pdf
 
 
-__all__ = ["OutputRows", "opt", "require_int", "sat_sub", "with_defaults"]
+try:
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+except ImportError:  # pragma: no cover - pyspark is a dependency
+    StatefulProcessor = object  # type: ignore[misc,assignment]
+    StatefulProcessorHandle = Any  # type: ignore[misc,assignment]
+
+Config = TypeVar("Config")
+
+
+class StreamGroupProcessor(StatefulProcessor, Generic[Config]):  # type: ignore[misc]
+    """One call per stream (group) and micro-batch: read the stream's state, process, write it.
+
+    Subclasses name their state (``state_name``, ``state_schema``, ``state_class`` with
+    ``from_tuple``/``to_tuple``) and implement ``process``; ``prepare`` normalises the rows.
+    """
+
+    state_name: str
+    state_schema: Any
+    state_class: Any
+
+    def __init__(self, default: Config, per_stream: Mapping[str, Config], has_batch: bool) -> None:
+        self.default = default
+        self.per_stream = dict(per_stream)
+        self.has_batch = has_batch
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState(self.state_name, self.state_schema)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        stream_id = key[0] if isinstance(key, tuple) else key
+        frames = list(rows)
+        pdf = self.prepare(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
+        stored = self.state.get()  # None for a new stream: one round trip, no exists() call
+        st = self.state_class.from_tuple(stored) if stored is not None else self.state_class()
+        result = self.process(st, pdf, self.per_stream.get(stream_id, self.default), stream_id)
+        self.state.update(st.to_tuple())
+        yield result
+
+    def close(self) -> None:
+        pass
+
+    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
+        return pdf
+
+    def process(self, st: Any, pdf: pd.DataFrame, cfg: Config, stream_id: str) -> pd.DataFrame:
+        raise NotImplementedError
+
+
+def stream_settings(
+    validate: Callable[[Mapping[str, Any]], Config],
+    default: Mapping[str, Any],
+    stream_configs: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[Config, dict[str, Config]]:
+    """The operator's own settings and each stream's, all checked (InvalidConfig names the stream)."""
+    per_stream: dict[str, Config] = {}
+    for sid, conf in (stream_configs or {}).items():
+        try:
+            per_stream[str(sid)] = validate(conf)
+        except InvalidConfig as e:
+            raise InvalidConfig(f"stream {sid!r}: {e}") from None
+    return validate(default), per_stream
+
+
+def check_columns(
+    fields: Mapping[str, Any], named: Mapping[str, str | None], integral: Iterable[str], kind_col: str | None,
+    seq_col: str | None,
+) -> None:  # fmt: skip
+    """Every named column exists; those labelled in ``integral`` are integer columns."""
+    from pyspark.sql.types import IntegralType
+
+    if kind_col is not None and seq_col is None:
+        raise InvalidConfig("kind_col needs seq_col: control rows are placed by their sequence number")
+    for label, name in named.items():
+        if name is not None and name not in fields:
+            raise InvalidConfig(f"{label}={name!r} is not a column of the input ({sorted(fields)})")
+    for label in integral:
+        name = named[label]
+        if name is not None and not isinstance(fields[name], IntegralType):
+            raise InvalidConfig(f"{label} {name!r} must be an integer column, got {fields[name]}")
+
+
+def event_time_millis(fields: Mapping[str, Any], event_time_col: str) -> Any:
+    """The event-time column as LongType milliseconds (TR-2), from longs or timestamps."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
+
+    et_type = fields[event_time_col]
+    if isinstance(et_type, (TimestampType, TimestampNTZType)):
+        return F.unix_millis(F.col(event_time_col))
+    if isinstance(et_type, IntegralType):
+        return F.col(event_time_col).cast("long")
+    raise InvalidConfig(
+        f"event_time_col {event_time_col!r} must be integer milliseconds or a timestamp, got {et_type}"
+    )
+
+
+def table_projections(output: Any, table_columns: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """One DataFrame per output table, projected from the combined stream by its ``output`` column."""
+    from pyspark.sql import functions as F
+
+    table = F.col("output")
+    return {name: output.filter(table == name).select(*cols) for name, cols in table_columns.items()}
+
+
+__all__ = [
+    "OutputRows",
+    "StreamGroupProcessor",
+    "check_columns",
+    "event_time_millis",
+    "opt",
+    "require_int",
+    "sat_sub",
+    "stream_settings",
+    "table_projections",
+    "with_defaults",
+]

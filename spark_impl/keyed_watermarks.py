@@ -102,7 +102,7 @@ Design (how Spark realises the clauses)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +110,15 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
-from spark_impl.common import OutputRows, with_defaults
+from spark_impl.common import (
+    OutputRows,
+    StreamGroupProcessor,
+    check_columns,
+    event_time_millis,
+    stream_settings,
+    table_projections,
+    with_defaults,
+)
 from spark_impl.common import opt as _opt
 from spark_impl.common import require_int as _require_int
 from spark_impl.common import sat_sub as _sat_sub
@@ -673,51 +681,34 @@ def _key_changes(
 
 # ---- the Spark operator -----------------------------------------------------
 
-try:
-    from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-except ImportError:  # pragma: no cover - pyspark is a dependency
-    StatefulProcessor = object  # type: ignore[misc,assignment]
-    StatefulProcessorHandle = Any  # type: ignore[misc,assignment]
 
-
-class KeyedWatermarkProcessor(StatefulProcessor):  # type: ignore[misc]
+class KeyedWatermarkProcessor(StreamGroupProcessor[StreamConfig]):
     """The stateful processor: one call per stream (group) and micro-batch."""
 
-    def __init__(
-        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], has_batch: bool
-    ) -> None:
-        self.default = default
-        self.per_stream = dict(per_stream)
-        self.has_batch = has_batch
+    state_name = "keyed_watermarks"
+    state_schema = STATE_SCHEMA
+    state_class = StreamState
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState("keyed_watermarks", STATE_SCHEMA)
+    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
+        return with_defaults(pdf, _DEFAULTS)
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Any], timerValues: Any
-    ) -> Iterator[pd.DataFrame]:
-        stream_id = key[0] if isinstance(key, tuple) else key
-        frames = list(rows)
-        pdf = _with_defaults(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
-        stored = self.state.get()  # None for a new stream: one round trip, no exists() call
-        st = StreamState.from_tuple(stored) if stored is not None else StreamState()
-        cfg = self.per_stream.get(stream_id, self.default)
-        result = process_rows(st, pdf, cfg, stream_id, self.has_batch)
-        self.state.update(st.to_tuple())
-        yield result
+    def process(self, st: StreamState, pdf: pd.DataFrame, cfg: StreamConfig, stream_id: str) -> pd.DataFrame:
+        return process_rows(st, pdf, cfg, stream_id, self.has_batch)
 
-    def close(self) -> None:
-        pass
+
+class _UnorderedProcessor(KeyedWatermarkProcessor):
+    """Without a seq column: rows of a micro-batch in event-time order, ties by key."""
+
+    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
+        pdf = super().prepare(pdf).sort_values(["kw_et", "kw_key"], kind="stable").reset_index(drop=True)
+        pdf["kw_seq"] = np.arange(len(pdf), dtype=np.int64)
+        return pdf
 
 
 _DEFAULTS: dict[str, Any] = {
     "kw_batch": np.int64(0), "kw_seq": np.int64(0), "kw_kind": "event", "kw_value": np.int64(0),
     "kw_time": np.int64(0), "kw_time_null": True,
 }  # fmt: skip
-
-
-def _with_defaults(pdf: pd.DataFrame) -> pd.DataFrame:
-    return with_defaults(pdf, _DEFAULTS)
 
 
 @dataclass
@@ -755,57 +746,32 @@ def keyed_watermarks(
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
 
-    default = validate_config(
+    default, per_stream = stream_settings(
+        validate_config,
         {
             "bounded_delay": bounded_delay_ms,
             "idle_timeout": idle_timeout_ms,
             "max_keys": max_keys,
             "eviction_policy": eviction_policy,
             "window_size": window_size_ms,
-        }
+        },
+        stream_configs,
     )
-    per_stream: dict[str, StreamConfig] = {}
-    for sid, conf in (stream_configs or {}).items():
-        try:
-            per_stream[str(sid)] = validate_config(conf)
-        except InvalidConfig as e:
-            raise InvalidConfig(f"stream {sid!r}: {e}") from None
-    if kind_col is not None and seq_col is None:
-        raise InvalidConfig("kind_col needs seq_col: control rows are placed by their sequence number")
-
     fields = {f.name: f.dataType for f in df.schema.fields}
-    for label, name in (
-        ("key_col", key_col), ("event_time_col", event_time_col), ("stream_id_col", stream_id_col),
-        ("seq_col", seq_col), ("kind_col", kind_col), ("value_col", value_col),
-        ("time_col", time_col), ("batch_col", batch_col),
-    ):  # fmt: skip
-        if name is not None and name not in fields:
-            raise InvalidConfig(f"{label}={name!r} is not a column of the input ({sorted(fields)})")
-    et_type = fields[event_time_col]
-    if isinstance(et_type, (TimestampType, TimestampNTZType)):
-        et = F.unix_millis(F.col(event_time_col))
-    elif isinstance(et_type, IntegralType):
-        et = F.col(event_time_col).cast("long")
-    else:
-        raise InvalidConfig(
-            f"event_time_col {event_time_col!r} must be integer milliseconds or a timestamp, got {et_type}"
-        )
-    for label, name in (("seq_col", seq_col), ("time_col", time_col), ("batch_col", batch_col),
-                        ("value_col", value_col)):  # fmt: skip
-        if name is not None and not isinstance(fields[name], IntegralType):
-            raise InvalidConfig(f"{label} {name!r} must be an integer column, got {fields[name]}")
+    check_columns(
+        fields,
+        {"key_col": key_col, "event_time_col": event_time_col, "stream_id_col": stream_id_col,
+         "seq_col": seq_col, "kind_col": kind_col, "value_col": value_col, "time_col": time_col,
+         "batch_col": batch_col},
+        ("seq_col", "time_col", "batch_col", "value_col"),
+        kind_col, seq_col,
+    )  # fmt: skip
+    et = event_time_millis(fields, event_time_col)
 
-    def long_or(name: str | None) -> Any:
-        return F.coalesce(F.col(name).cast("long"), F.lit(0).cast("long")) if name else F.lit(0).cast("long")
+    def long_or(name: str) -> Any:
+        return F.coalesce(F.col(name).cast("long"), F.lit(0).cast("long"))
 
-    time = F.col(time_col).cast("long") if time_col else F.lit(None).cast("long")
-    if seq_col is None:
-        # No arrival order given: event-time order, ties by key (documented).
-        seq = F.lit(0).cast("long")
-    else:
-        seq = long_or(seq_col)
     # Only the columns the input has cross into the Python worker (it converts row by row);
     # the processor fills the absent ones with their defaults.
     cols = [
@@ -817,55 +783,26 @@ def keyed_watermarks(
     if batch_col:
         cols.append(long_or(batch_col).alias("kw_batch"))
     if seq_col:
-        cols.append(seq.alias("kw_seq"))
+        cols.append(long_or(seq_col).alias("kw_seq"))
     if kind_col:
         cols.append(F.col(kind_col).cast("string").alias("kw_kind"))
     if value_col:
         cols.append(long_or(value_col).alias("kw_value"))
     if time_col:
-        cols.append(F.coalesce(time, F.lit(0).cast("long")).alias("kw_time"))
-        cols.append(time.isNull().alias("kw_time_null"))
-    normal = df.select(*cols)
-    if seq_col is None:
-        processor: Any = _UnorderedProcessor(default, per_stream, batch_col is not None)
-    else:
-        processor = KeyedWatermarkProcessor(default, per_stream, batch_col is not None)
-    output = normal.groupBy("kw_sid").transformWithStateInPandas(
-        statefulProcessor=processor,
+        cols.append(long_or(time_col).alias("kw_time"))
+        cols.append(F.col(time_col).isNull().alias("kw_time_null"))
+    # No arrival order given: event-time order, ties by key (documented).
+    processor_class = KeyedWatermarkProcessor if seq_col else _UnorderedProcessor
+    output = df.select(*cols).groupBy("kw_sid").transformWithStateInPandas(
+        statefulProcessor=processor_class(default, per_stream, batch_col is not None),
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append",
         timeMode="None",
     )
-
-    def table(name: str) -> Any:
-        return output.filter(F.col("output") == name).select(*TABLE_COLUMNS[name])
-
-    events = table("events")
+    tables = table_projections(output, TABLE_COLUMNS)
     return KeyedWatermarkStreams(
-        output=output,
-        events=events,
-        late=events.filter(F.col("verdict") == "late"),
-        progress=table("progress"),
-        keys=table("keys"),
-        windows=table("windows"),
-        errors=table("errors"),
+        output=output, late=tables["events"].filter(F.col("verdict") == "late"), **tables
     )
-
-
-class _UnorderedProcessor(KeyedWatermarkProcessor):
-    """Without a seq column: rows of a micro-batch in event-time order, ties by key."""
-
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Any], timerValues: Any
-    ) -> Iterator[pd.DataFrame]:
-        def ordered() -> Iterator[pd.DataFrame]:
-            frames = list(rows)
-            pdf = _with_defaults(frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
-            pdf = pdf.sort_values(["kw_et", "kw_key"], kind="stable").reset_index(drop=True)
-            pdf["kw_seq"] = np.arange(len(pdf), dtype=np.int64)
-            yield pdf
-
-        return super().handleInputRows(key, ordered(), timerValues)
 
 
 __all__ = [

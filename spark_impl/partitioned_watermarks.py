@@ -100,7 +100,7 @@ Design (how Spark realises the clauses)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,7 +108,18 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
-from spark_impl.common import OutputRows, opt, require_int, sat_sub, with_defaults
+from spark_impl.common import (
+    OutputRows,
+    StreamGroupProcessor,
+    check_columns,
+    event_time_millis,
+    opt,
+    require_int,
+    sat_sub,
+    stream_settings,
+    table_projections,
+    with_defaults,
+)
 
 LAYOUT_VERSION = 1
 STATE_NAME = "partitioned_watermarks"
@@ -561,48 +572,35 @@ class _Batch:
 
 # ---- the Spark operator -----------------------------------------------------
 
-try:
-    from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-except ImportError:  # pragma: no cover - pyspark is a dependency
-    StatefulProcessor = object  # type: ignore[misc,assignment]
-    StatefulProcessorHandle = Any  # type: ignore[misc,assignment]
-
 _DEFAULTS: dict[str, Any] = {"pw_batch": np.int64(0), "pw_seq": np.int64(0), "pw_kind": "event"}
 for _name in _Rows.LONGS:
     _DEFAULTS[f"pw_{_name}"] = np.int64(0)
     _DEFAULTS[f"pw_{_name}_null"] = True
 
 
-class PartitionedWatermarkProcessor(StatefulProcessor):  # type: ignore[misc]
+class PartitionedWatermarkProcessor(StreamGroupProcessor[StreamConfig]):
     """The stateful processor: one call per stream (group) and micro-batch."""
+
+    state_name = STATE_NAME
+    state_schema = STATE_SCHEMA
+    state_class = StreamState
 
     def __init__(
         self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], has_batch: bool,
         ordered: bool, auto_register: bool,
     ) -> None:  # fmt: skip
-        self.default, self.per_stream = default, dict(per_stream)
-        self.has_batch, self.ordered, self.auto_register = has_batch, ordered, auto_register
+        super().__init__(default, per_stream, has_batch)
+        self.ordered, self.auto_register = ordered, auto_register
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
-        stream_id = key[0] if isinstance(key, tuple) else key
-        frames = list(rows)
-        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
         pdf = with_defaults(pdf, _DEFAULTS)
         if not self.ordered:  # no seq column: event-time order, ties by source and partition
             pdf = pdf.sort_values(["pw_event_time", "pw_source", "pw_partition"], kind="stable")
             pdf["pw_seq"] = np.arange(len(pdf), dtype=np.int64)
-        stored = self.state.get()  # None for a new stream
-        st = StreamState.from_tuple(stored) if stored is not None else StreamState()
-        cfg = self.per_stream.get(stream_id, self.default)
-        result = process_rows(st, pdf, cfg, stream_id, self.has_batch, self.auto_register)
-        self.state.update(st.to_tuple())
-        yield result
+        return pdf
 
-    def close(self) -> None:
-        pass
+    def process(self, st: StreamState, pdf: pd.DataFrame, cfg: StreamConfig, stream_id: str) -> pd.DataFrame:
+        return process_rows(st, pdf, cfg, stream_id, self.has_batch, self.auto_register)
 
 
 @dataclass
@@ -638,40 +636,19 @@ def partitioned_watermarks(
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
 
-    default = validate_config({"idle_timeout": idle_timeout_ms, "max_lateness": max_lateness_ms})
-    per_stream: dict[str, StreamConfig] = {}
-    for sid, conf in (stream_configs or {}).items():
-        try:
-            per_stream[str(sid)] = validate_config(conf)
-        except InvalidConfig as e:
-            raise InvalidConfig(f"stream {sid!r}: {e}") from None
+    default, per_stream = stream_settings(
+        validate_config, {"idle_timeout": idle_timeout_ms, "max_lateness": max_lateness_ms}, stream_configs
+    )
     if not isinstance(auto_register, bool):
         raise InvalidConfig(f"auto_register must be True or False, got {auto_register!r}")
-    if kind_col is not None and seq_col is None:
-        raise InvalidConfig("kind_col needs seq_col: control rows are placed by their sequence number")
-
-    types = {f.name: f.dataType for f in df.schema.fields}
+    fields = {f.name: f.dataType for f in df.schema.fields}
     longs = {"source": source_col, "partition": partition_col, "time": time_col, "count": count_col,
              "core": core_col, "seq": seq_col, "batch": batch_col}  # fmt: skip
     named = {**{f"{k}_col": v for k, v in longs.items()}, "event_time_col": event_time_col,
              "stream_id_col": stream_id_col, "kind_col": kind_col}  # fmt: skip
-    for label, name in named.items():
-        if name is not None and name not in types:
-            raise InvalidConfig(f"{label}={name!r} is not a column of the input ({sorted(types)})")
-    for label, name in longs.items():
-        if name is not None and not isinstance(types[name], IntegralType):
-            raise InvalidConfig(f"{label}_col {name!r} must be an integer column, got {types[name]}")
-    et_type = types[event_time_col]
-    if isinstance(et_type, (TimestampType, TimestampNTZType)):
-        et = F.unix_millis(F.col(event_time_col))
-    elif isinstance(et_type, IntegralType):
-        et = F.col(event_time_col).cast("long")
-    else:
-        raise InvalidConfig(
-            f"event_time_col {event_time_col!r} must be integer milliseconds or a timestamp, got {et_type}"
-        )
+    check_columns(fields, named, [f"{k}_col" for k in longs], kind_col, seq_col)
+    et = event_time_millis(fields, event_time_col)
 
     # Only the columns the input has cross into the Python worker; nullable longs as value + flag.
     cols = [(F.col(stream_id_col).cast("string") if stream_id_col else F.lit("")).alias("pw_sid")]
@@ -688,14 +665,7 @@ def partitioned_watermarks(
     output = df.select(*cols).groupBy("pw_sid").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None"
     )
-
-    def table(name: str) -> Any:
-        return output.filter(F.col("output") == name).select(*TABLE_COLUMNS[name])
-
-    return PartitionedWatermarkStreams(
-        output=output, progress=table("progress"), partitions=table("partitions"),
-        sources=table("sources"), errors=table("errors"),
-    )  # fmt: skip
+    return PartitionedWatermarkStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 
 # ---- the native comparison (F064-R6, R7 against Spark's own watermark) ----------
@@ -763,12 +733,13 @@ def native_watermark_report(spark: Any, trace: Any, delay_ms: int) -> list[dict[
     epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
     report = []
     for p in progress:
-        wm = datetime.datetime.fromisoformat(p["eventTime"]["watermark"].replace("Z", "+00:00"))
+        # Properties, not keys: through Spark Connect some keys are only filled in by them.
+        wm = datetime.datetime.fromisoformat(p.eventTime["watermark"].replace("Z", "+00:00"))
         report.append({
-            "batch_id": int(p["batchId"]),
-            "input_rows": int(p["numInputRows"]),
+            "batch_id": int(p.batchId),
+            "input_rows": int(p.numInputRows),
             "watermark": (wm - epoch) // datetime.timedelta(milliseconds=1),
-            "dropped_late": sum(int(s.get("numRowsDroppedByWatermark", 0)) for s in p["stateOperators"]),
+            "dropped_late": sum(int(s.numRowsDroppedByWatermark or 0) for s in p.stateOperators),
         })  # fmt: skip
     return report
 
