@@ -282,7 +282,10 @@ class CoreWatermarkState:
 
 
 def collect_watermarks(cores: Iterable[CoreWatermarkState]) -> int | None:
-    """F064-R18: the global watermark over cores: the minimum of their local watermarks."""
+    """F064-R18: the global watermark over cores: the minimum of their local watermarks.
+
+    It equals the tracker's combined watermark only under F064-R19's conditions.
+    """
     local = [c.local_watermark() for c in cores]
     if not local or any(w is None for w in local):
         return None
