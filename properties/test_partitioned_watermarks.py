@@ -904,3 +904,53 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
         context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
     )
     assert report.traces == budget.traces
+
+
+# ---- the Spark operator's auto_register option (no registration rows in the stream) ---------
+
+
+def _auto_register_output(auto_register: bool) -> dict[str, list[tuple[Any, ...]]]:
+    """Three events of two partitions of an unregistered source, through the operator's pure core."""
+    import numpy as np
+    import pandas as pd
+
+    from spark_impl.partitioned_watermarks import (
+        TABLE_COLUMNS,
+        StreamState,
+        _Rows,
+        process_rows,
+        validate_config,
+    )
+
+    events = [(3, 1, 5000), (3, 2, 7000), (3, 1, 9000)]
+    rows: dict[str, Any] = {
+        "pw_batch": np.zeros(3, np.int64),
+        "pw_seq": np.arange(3, dtype=np.int64),
+        "pw_kind": ["event"] * 3,
+    }
+    for name in _Rows.LONGS:
+        given = {"source": 0, "partition": 1, "event_time": 2}.get(name)
+        rows[f"pw_{name}"] = np.array([0 if given is None else e[given] for e in events], np.int64)
+        rows[f"pw_{name}_null"] = np.full(3, given is None)
+    out = process_rows(StreamState(), pd.DataFrame(rows), validate_config({}), "s", True, auto_register)
+    tables: dict[str, list[tuple[Any, ...]]] = {}
+    for table, cols in TABLE_COLUMNS.items():
+        rows_of_table = out[out["output"] == table][list(cols)[1:]]  # without stream_id
+        records = rows_of_table.itertuples(index=False)
+        tables[table] = [tuple(None if pd.isna(v) else v for v in r) for r in records]
+    return tables
+
+
+@pytest.mark.clauses("F064-R2", "F064-R22")
+def test_spark_auto_register_tracks_partitions_on_first_sight() -> None:
+    """Without registration rows a Kafka-like stream is refused, unless auto_register is set."""
+    strict = _auto_register_output(False)
+    assert [r[-1] for r in strict["errors"]] == ["unknown_source"] * 3
+    assert strict["progress"] == [(0, None, 0, 0, 0, 0, 0)]
+
+    auto = _auto_register_output(True)
+    assert auto["errors"] == []
+    # Registered fresh on first sight (no rebalance counted), then updated in the same step:
+    # partition 1 reaches 9000, partition 2 7000, so the combined watermark is 7000.
+    assert auto["progress"] == [(0, 7000, 2, 2, 0, 1, 0)]
+    assert sorted(auto["partitions"]) == [(0, 3, 1, 9000, "active", None), (0, 3, 2, 7000, "active", None)]
