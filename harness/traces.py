@@ -32,6 +32,21 @@ ITEM_KINDS = (
 )
 
 
+# TR-3: the fields each item kind needs in a per-partition watermark trace (F064-R22),
+# in the order a missing one is reported.
+PARTITIONED_REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "event": ("source", "partition", "event_time"),
+    "watermark": ("source", "partition", "time"),
+    "idle": ("source", "partition"),
+    "active": ("source", "partition"),
+    "register_source": ("source", "count"),
+    "add_partition": ("source", "partition"),
+    "remove_partition": ("source", "partition"),
+    "assign_core": ("source", "partition", "core"),
+    "clock": ("time",),
+}
+
+
 class InvalidConfig(ValueError):
     """A trace or operator configuration that breaks its area's rules (TR-6)."""
 

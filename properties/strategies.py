@@ -32,7 +32,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from harness.traces import I64_MAX, I64_MIN, Item, Trace
+from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, Item, Trace
 
 AREA = "keyed_watermarks"
 
@@ -341,7 +341,6 @@ __all__ = [
     "generate",
     "NEVER_SOURCE",
     "PARTITIONED_AREA",
-    "PARTITIONED_REQUIRED",
     "PARTITION_MAX",
     "SOURCES",
     "invalid_partitioned_watermark_configs",
@@ -389,19 +388,6 @@ NEVER_SOURCE = 99
 
 #: F064-R1: the partition numbers are u32
 PARTITION_MAX = 2**32 - 1
-
-#: the fields an item kind needs (F064-R22); the order in which a missing one is reported
-PARTITIONED_REQUIRED = {
-    "event": ("source", "partition", "event_time"),
-    "watermark": ("source", "partition", "time"),
-    "idle": ("source", "partition"),
-    "active": ("source", "partition"),
-    "register_source": ("source", "count"),
-    "add_partition": ("source", "partition"),
-    "remove_partition": ("source", "partition"),
-    "assign_core": ("source", "partition", "core"),
-    "clock": ("time",),
-}
 
 
 @st.composite
@@ -474,13 +460,13 @@ def malformed_partitioned_item(draw: st.DrawFn, model: _PartitionedModel, t: int
     kind = draw(st.sampled_from(choices))
     s, p = tracked[0] if tracked else (NEVER_SOURCE, 0)
     if kind == "missing_field":
-        item_kind = draw(st.sampled_from(sorted(PARTITIONED_REQUIRED)))
+        item_kind = draw(st.sampled_from(sorted(PARTITIONED_REQUIRED_FIELDS)))
         full = Item(item_kind, source=s, partition=p, event_time=t, time=t, count=2, core=0)
         # keep only the fields the kind has, then drop one of them
-        fields_ = {n: getattr(full, n) for n in PARTITIONED_REQUIRED[item_kind]}
+        fields_ = {n: getattr(full, n) for n in PARTITIONED_REQUIRED_FIELDS[item_kind]}
         if item_kind == "clock":
             fields_["time"] = model.clock.clock
-        missing = draw(st.sampled_from(PARTITIONED_REQUIRED[item_kind]))
+        missing = draw(st.sampled_from(PARTITIONED_REQUIRED_FIELDS[item_kind]))
         fields_[missing] = None
         return Item(item_kind, **fields_)
     if kind == "unknown_source":

@@ -38,11 +38,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from harness.differential import check_against_reference
 from harness.hypothesis_profiles import differential_budget, profile_name
 from harness.reference_engine import ReferenceEngine
-from harness.traces import I64_MAX, InvalidConfig, Item, Trace, saturating_sub
+from harness.traces import I64_MAX, PARTITIONED_REQUIRED_FIELDS, InvalidConfig, Item, Trace, saturating_sub
 from properties.strategies import (
     NEVER_SOURCE,
     PARTITION_MAX,
-    PARTITIONED_REQUIRED,
     delays,
     generate,
     i64_edge_times,
@@ -546,7 +545,7 @@ class _Sim:
     rebalances: int = 0
 
     def error(self, item: Item) -> str | None:
-        for name in PARTITIONED_REQUIRED[item.kind]:
+        for name in PARTITIONED_REQUIRED_FIELDS[item.kind]:
             if getattr(item, name) is None:
                 return f"missing_{name}"
         if item.kind == "clock":

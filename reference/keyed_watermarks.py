@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
+from reference.traces import Row, TraceClock, play
 
 Clock = Callable[[], int]
 
@@ -316,7 +317,6 @@ class KeyedTumblingWindowOperator:
 
 CONFIG_KEYS = {"bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size"}
 ACCEPTED_KINDS = ("event", "clock", "idle", "remove_key")  # F065-R22
-Row = tuple[Any, ...]
 
 
 def config_from_trace(config: dict[str, Any]) -> tuple[KeyedWatermarkConfig, int | None]:
@@ -331,22 +331,12 @@ def config_from_trace(config: dict[str, Any]) -> tuple[KeyedWatermarkConfig, int
     return tracker_config, window_size
 
 
-class _TraceClock:
-    """TR-4: the processing clock of a trace, moved only by clock items."""
-
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
 class KeyedWatermarkStream:
     """Plays a keyed_watermarks trace batch by batch and collects its output tables."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         tracker_config, window_size = config_from_trace(config)
-        self.clock = _TraceClock()
+        self.clock = TraceClock()
         self.tracker = KeyedWatermarkTracker(tracker_config, self.clock)
         self.windows = KeyedTumblingWindowOperator(window_size) if window_size else None
         self.out: dict[str, list[Row]] = {
@@ -429,23 +419,14 @@ class KeyedWatermarkStream:
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        self.clock = _TraceClock(snapshot["clock"])
+        self.clock = TraceClock(snapshot["clock"])
         self.tracker = KeyedWatermarkTracker.restore(snapshot["tracker"], self.clock)
         self.windows = copy.deepcopy(snapshot["windows"])
 
 
 def run_trace(trace: Trace) -> dict[str, list[Row]]:
     """Plays a keyed_watermarks trace and returns its observable output tables."""
-    stream = KeyedWatermarkStream(dict(trace.config))
-    for b, batch in enumerate(trace.batches):
-        stream.run_batch(b, batch)
-        if b in trace.restart_after:  # TR-5: only the checkpoint crosses a restart
-            snapshot = stream.checkpoint()
-            output = stream.out
-            stream = KeyedWatermarkStream(dict(trace.config))
-            stream.restore(snapshot)
-            stream.out = output
-    return stream.out
+    return play(trace, KeyedWatermarkStream)
 
 
 __all__ = [

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.traces import I64_MAX, InvalidConfig, Item, Trace, saturating_sub
+from harness.traces import I64_MAX, PARTITIONED_REQUIRED_FIELDS, InvalidConfig, Item, Trace, saturating_sub
+from reference.traces import Row, TraceClock, play
 
 Clock = Callable[[], int]
 U32_MAX = 2**32 - 1
@@ -295,7 +296,6 @@ def collect_watermarks(cores: Iterable[CoreWatermarkState]) -> int | None:
 # ---- the stream (F064-R20..R23) ---------------------------------------------
 
 CONFIG_KEYS = {"idle_timeout", "max_lateness"}
-Row = tuple[Any, ...]
 UPDATE_KINDS = ("event", "watermark")
 
 
@@ -311,28 +311,6 @@ def config_from_trace(config: dict[str, Any]) -> tuple[int, int]:
     return idle_timeout, max_lateness
 
 
-class _TraceClock:
-    """TR-4: the processing clock of a trace, moved only by clock items."""
-
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-# Fields each item kind needs (F064-R22): a missing one is an error row.
-REQUIRED = {
-    "event": ("source", "partition", "event_time"),
-    "watermark": ("source", "partition", "time"),
-    "idle": ("source", "partition"),
-    "active": ("source", "partition"),
-    "register_source": ("source", "count"),
-    "add_partition": ("source", "partition"),
-    "remove_partition": ("source", "partition"),
-    "assign_core": ("source", "partition", "core"),
-    "clock": ("time",),
-}
 
 
 class PartitionedWatermarkStream:
@@ -340,7 +318,7 @@ class PartitionedWatermarkStream:
 
     def __init__(self, config: dict[str, Any]) -> None:
         idle_timeout, self.max_lateness = config_from_trace(config)
-        self.clock = _TraceClock()
+        self.clock = TraceClock()
         self.tracker = PartitionedWatermarkTracker.with_idle_timeout(idle_timeout, self.clock)
         self.out: dict[str, list[Row]] = {t: [] for t in ("progress", "partitions", "sources", "errors")}
 
@@ -411,7 +389,7 @@ class PartitionedWatermarkStream:
 
     def _item_error(self, item: Item, segment: list[Item]) -> str | None:
         """F064-R22: malformed items and refused calls become error rows and change nothing."""
-        required = REQUIRED.get(item.kind)
+        required = PARTITIONED_REQUIRED_FIELDS.get(item.kind)
         if required is None:
             return "unsupported_item"
         for name in required:
@@ -453,21 +431,13 @@ class PartitionedWatermarkStream:
         return {"tracker": self.tracker.checkpoint(), "clock": self.clock.now}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        self.clock = _TraceClock(snapshot["clock"])
+        self.clock = TraceClock(snapshot["clock"])
         self.tracker = PartitionedWatermarkTracker.restore(snapshot["tracker"], self.clock)
 
 
 def run_trace(trace: Trace) -> dict[str, list[Row]]:
     """Plays a partitioned_watermarks trace and returns its observable output tables."""
-    stream = PartitionedWatermarkStream(dict(trace.config))
-    for b, batch in enumerate(trace.batches):
-        stream.run_batch(b, batch)
-        if b in trace.restart_after:  # TR-5: only the checkpoint crosses a restart
-            snapshot, output = stream.checkpoint(), stream.out
-            stream = PartitionedWatermarkStream(dict(trace.config))
-            stream.restore(snapshot)
-            stream.out = output
-    return stream.out
+    return play(trace, PartitionedWatermarkStream)
 
 
 __all__ = [

@@ -107,7 +107,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.traces import I64_MAX, I64_MIN, InvalidConfig
+from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, InvalidConfig
 from spark_impl.common import (
     OutputRows,
     StreamGroupProcessor,
@@ -126,18 +126,6 @@ STATE_NAME = "partitioned_watermarks"
 U32_MAX = 2**32 - 1
 CONFIG_KEYS = ("idle_timeout", "max_lateness")
 UPDATE_KINDS = ("event", "watermark")
-# F064-R22: the fields each kind needs, in the order they are checked.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "event": ("source", "partition", "event_time"),
-    "watermark": ("source", "partition", "time"),
-    "idle": ("source", "partition"),
-    "active": ("source", "partition"),
-    "register_source": ("source", "count"),
-    "add_partition": ("source", "partition"),
-    "remove_partition": ("source", "partition"),
-    "assign_core": ("source", "partition", "core"),
-    "clock": ("time",),
-}
 MARKER = "batch_end"  # the harness's end-of-batch row: no effect, no output of its own
 
 STRING_COLS = ("output", "stream_id", "state", "reason")
@@ -477,7 +465,7 @@ class _Batch:
         st.advance()
 
     def _control_error(self, r: _Rows, kind: str, i: int) -> str | None:
-        required = REQUIRED.get(kind)
+        required = PARTITIONED_REQUIRED_FIELDS.get(kind)
         if required is None:
             return "unsupported_item"
         for name in required:
