@@ -21,6 +21,7 @@ traces, so a printed scenario can be replayed without pytest-bdd.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +31,7 @@ from typing import Any
 from harness.engine import Engine, run_canonical
 from harness.outputs import TABLES, Output, diff, format_table
 from harness.reference_engine import ReferenceEngine
-from harness.traces import Item, Trace
+from harness.traces import ITEM_FIELD_TYPES, Item, Trace
 
 Result = Output | Exception
 
@@ -703,6 +704,57 @@ def _f064_batch_steps(batch: Sequence[Item], clock_now: int, indent: str) -> lis
     return ["these items arrive in one batch:"] + _table(["kind", *columns], rows, indent + "  ")
 
 
+def _setting_cell(v: Any) -> Any:
+    """A configuration value as the ``configured with:`` table reads it back (steps.parse_setting_value)."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(v)
+    return v
+
+
+def _item_cell(name: str, v: Any) -> Any:
+    if v is None or (name == "value" and v == 0):
+        return None
+    if ITEM_FIELD_TYPES[name] == "json":
+        return json.dumps(v)
+    if name == "key":
+        return _key_word(v)
+    return v
+
+
+def generic_gherkin(trace: Trace, then: list[tuple[str, list[Any]]], indent: str = "  ") -> list[str]:
+    """Steps every area understands: a ``configured with:`` table, one ``these items arrive``
+    table per batch, ``the <table> table is:`` for each expected table in ``then``."""
+    s = indent * 2
+    area = trace.area.replace("_", " ")
+    rows = [[k, _setting_cell(v)] for k, v in trace.config.items()]
+    lines = [f"{s}Given {area} configured with:"] + _table(["setting", "value"], rows, s + "  ")
+    for b, batch in enumerate(trace.batches):
+        if not batch:
+            lines.append(f"{s}When an empty batch passes")
+        else:
+            columns = [c for c in ITEM_FIELD_TYPES if any(getattr(i, c) not in (None, 0) for i in batch)]
+            cells = [[i.kind] + [_item_cell(c, getattr(i, c)) for c in columns] for i in batch]
+            lines.append(f"{s}When these items arrive in one batch:")
+            lines += _table(["kind", *columns], cells, s + "  ")
+        if b in trace.restart_after:
+            lines.append(f"{s}When the engine restarts from its checkpoint")
+    word = "Then"
+    for name, table_rows in then:
+        if not table_rows:
+            lines.append(f"{s}{word} the {name} table is empty")
+        else:
+            lines.append(f"{s}{word} the {name} table is:")
+            lines += [s + "  " + ln for ln in format_table(TABLES[trace.area][name], table_rows).splitlines()]
+        word = "And"
+    return lines
+
+
 def to_gherkin(
     trace: Trace,
     expected: Result | None = None,
@@ -717,6 +769,18 @@ def to_gherkin(
     """
     cfg = dict(trace.config)
     s = indent * 2
+    if trace.area not in ("keyed_watermarks", "partitioned_watermarks"):
+        header = [f"{indent}@{trace.area}", f"{indent}Scenario: {title}"]
+        if isinstance(expected, Exception):
+            rejected = f"{s}Then the configuration is rejected"
+            return "\n".join([*header, *generic_gherkin(trace, [], indent), rejected])
+        same = isinstance(actual, dict)
+        then = [
+            (name, expected.get(name, []))
+            for name in TABLES[trace.area]
+            if isinstance(expected, dict) and not (same and actual.get(name) == expected.get(name))
+        ]
+        return "\n".join([*header, *generic_gherkin(trace, then, indent)])
     f064 = trace.area == "partitioned_watermarks"
     given_steps, batch_steps = (
         (_f064_given_steps, _f064_batch_steps) if f064 else (_given_steps, _batch_steps)

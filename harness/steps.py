@@ -48,13 +48,14 @@ without a time), ``-`` or ``none`` in an expected table is null.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn, Protocol, cast
 
 from harness.outputs import TABLES, Output, format_table
-from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
+from harness.traces import I64_MAX, I64_MIN, ITEM_FIELD_TYPES, InvalidConfig, Item, Trace
 
 DataTable = list[list[str]]
 
@@ -109,7 +110,8 @@ def parse_expected_cell(column: str, text: str) -> Any:
 
 
 def parse_setting_value(text: str) -> Any:
-    """A configuration cell: int, none, true/false, a float, "quoted text" or bare text."""
+    """A configuration cell: int, none, true/false, a float, "quoted text", a JSON list
+    or object (``[["a", "b"]]``), or bare text."""
     t = text.strip()
     if t.lower() in ("none", "null"):
         return None
@@ -121,6 +123,8 @@ def parse_setting_value(text: str) -> Any:
         pass
     if len(t) >= 2 and t[0] == t[-1] == '"':
         return t[1:-1]
+    if t[:1] in ("[", "{"):
+        return parse_json_cell(t)
     try:
         return float(t)
     except ValueError:
@@ -446,25 +450,31 @@ def _cell(row: Mapping[str, str], column: str) -> str | None:
 
 
 def _item_from_row(row: Mapping[str, str], kind: str) -> Item:
-    def time_of(col: str) -> int | None:
-        v = _cell(row, col)
-        return None if v is None else parse_time(v)
+    """An item whose fields are the row's columns: integer fields read as milliseconds,
+    ``key`` as text, and fields of other types as JSON (``1.5``, ``"12"``, ``null``)."""
+    values: dict[str, Any] = {}
+    for name, type_name in ITEM_FIELD_TYPES.items():
+        cell = _cell(row, name)
+        if cell is None:
+            continue
+        if type_name == "int":
+            values[name] = parse_time(cell)
+        elif type_name == "str":
+            values[name] = parse_key(cell)
+        else:
+            values[name] = parse_json_cell(cell)
+    return Item(kind=kind, **values)
 
-    return Item(
-        kind=kind,
-        key=parse_key(_cell(row, "key")),
-        event_time=time_of("event_time"),
-        value=time_of("value") or 0,
-        partition=time_of("partition"),
-        source=time_of("source"),
-        time=time_of("time"),
-        count=time_of("count"),
-        core=time_of("core"),
-    )
+
+def parse_json_cell(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise StepUsageError(f'{text!r} is not a JSON value (write text as "...")') from None
 
 
 # The columns of an item table; the columns present decide which fields the items carry.
-_ITEM_COLUMNS = {"kind", "key", "event_time", "value", "time", "partition", "source", "count", "core"}
+_ITEM_COLUMNS = {"kind", *ITEM_FIELD_TYPES}
 
 
 def _check_columns(header: Sequence[str], allowed: set[str], step: str) -> None:
@@ -924,6 +934,20 @@ def partition_changes_are(
     or ``sources`` (| batch | source | watermark | active_partitions |) change table."""
     title = f"the {what} changes in {scope} are" if scope else f"the {what} changes are"
     _compare_table(state, f"{what}s", datatable, title, _in_scope(state, scope, n))
+
+
+@then(r"the (?P<name>[a-z_]+) table is:")
+def table_is(state: ScenarioState, name: str, datatable: DataTable | None = None) -> None:
+    """Any output table of the area (harness/outputs.py), with a subset of its columns:
+    the generic form every area understands (shrunk traces are printed with it)."""
+    _compare_table(state, name, datatable, f"the {name} table is:")
+
+
+@then(r"the (?P<name>[a-z_]+) table is empty")
+def table_is_empty(state: ScenarioState, name: str) -> None:
+    columns, rows = state.table(name)
+    if rows:
+        assert_rows(f"Then the {name} table is empty", columns, [], rows, state)
 
 
 @then(r"the configuration is rejected")

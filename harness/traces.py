@@ -125,11 +125,25 @@ class Item:
             return f"clock->{self.time}"
         if self.source is not None or self.partition is not None:
             extra = "".join(
-                f" {n}={getattr(self, n)}" for n in ("event_time", "time", "count", "core")
+                f" {n}={getattr(self, n)}"
+                for n in ("event_time", "time", "count", "core")
                 if getattr(self, n) is not None
             )
             return f"{self.kind} {self.source}/{self.partition}{extra}"
         return f"{self.kind} {self.key}"
+
+
+def _field_type(annotation: str) -> str:
+    base = annotation.replace(" | None", "").strip()
+    return base if base in ("int", "str") else "json"
+
+
+# Every item field but ``kind`` with its type: "int" (milliseconds and ids), "str", or
+# "json" for fields an area declares with any other type (kept as JSON text where an
+# engine needs one column type, as Spark does).
+ITEM_FIELD_TYPES: dict[str, str] = {
+    f.name: _field_type(str(f.type)) for f in fields(Item) if f.name != "kind"
+}
 
 
 def event(key: str | None, event_time: int | None, value: int = 0, **extra: Any) -> Item:
@@ -169,8 +183,7 @@ class Trace:
         for b in self.restart_after:
             if not 0 <= b < len(self.batches) - 1:
                 raise InvalidTrace(
-                    f"restart_after={b} must name a batch followed by another "
-                    f"(0..{len(self.batches) - 2})"
+                    f"restart_after={b} must name a batch followed by another (0..{len(self.batches) - 2})"
                 )
 
     def to_json(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """``SparkEngine``: the harness engine (spec/traces.md TR-9) on Spark Structured Streaming.
 
-Areas: ``keyed_watermarks`` (F065) and ``partitioned_watermarks`` (F064).
+Areas: every area with a ``spark_impl.<area>`` module (``area_module``).
 All traces of one ``run()``, of every area, go through ONE streaming query:
 
 - configs are validated first (``InvalidConfig`` instances answer the invalid
@@ -12,8 +12,8 @@ All traces of one ``run()``, of every area, go through ONE streaming query:
   the ``trace`` source (one trace batch per micro-batch,
   ``Trigger.AvailableNow``);
 - the source is read once per micro-batch and split by the ``area`` column:
-  each area present in the run gets its operator (``keyed_watermarks``,
-  ``partitioned_watermarks``), and their outputs are unioned by column name
+  each area present in the run gets its operator (``engine_output`` of its
+  module), and their outputs are unioned by column name
   into one sink (one micro-batch per trace batch for all areas together);
 - the stream id is the trace id: the operator groups by it, so the trace id
   is part of every state key, and each trace's own config is applied to its
@@ -29,6 +29,9 @@ All traces of one ``run()``, of every area, go through ONE streaming query:
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -36,57 +39,36 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.outputs import TABLES, Output
-from harness.traces import InvalidConfig, Trace
+from harness.traces import ITEM_FIELD_TYPES, InvalidConfig, Trace
 
-KEYED = "keyed_watermarks"
-PARTITIONED = "partitioned_watermarks"
+# Input columns: every item field, int fields as int64, every other field as a string
+# (``json`` fields carry their JSON text: one column type for every trace).
 INPUT_SCHEMA = [
     ("trace_id", "string"),
     ("area", "string"),
     ("batch", "int64"),
     ("seq", "int64"),
     ("kind", "string"),
-    ("key", "string"),
-    ("event_time", "int64"),
-    ("value", "int64"),
-    ("time", "int64"),
-    ("source", "int64"),
-    ("partition", "int64"),
-    ("count", "int64"),
-    ("core", "int64"),
+    *((name, "int64" if t == "int" else "string") for name, t in ITEM_FIELD_TYPES.items()),
 ]
-ITEM_FIELDS = ("key", "event_time", "value", "time", "source", "partition", "count", "core")
 
 
-def _validator(area: str) -> Any:
-    """The area's config check: raises InvalidConfig (TR-6)."""
-    from spark_impl import keyed_watermarks, partitioned_watermarks
+def area_module(area: str) -> Any:
+    """``spark_impl.<area>``: its ``validate_config(config)`` raises InvalidConfig (TR-6) and
+    its ``engine_output(df, stream_configs)`` is the area's operator on the engine's input rows
+    (columns of INPUT_SCHEMA), returning one DataFrame with ``stream_id``, ``output`` (the
+    table name) and the columns of the area's tables (harness/outputs.py)."""
+    return importlib.import_module(f"spark_impl.{area}")
 
-    return (keyed_watermarks if area == KEYED else partitioned_watermarks).validate_config
 
-
-def _operator(df: Any, area: str, configs: dict[str, dict[str, Any]]) -> Any:
-    """The area's operator on the rows of its traces; returns its combined output."""
-    if area == KEYED:
-        from spark_impl.keyed_watermarks import keyed_watermarks
-
-        return keyed_watermarks(
-            df, key_col="key", event_time_col="event_time", stream_id_col="trace_id", seq_col="seq",
-            kind_col="kind", value_col="value", time_col="time", batch_col="batch",
-            stream_configs=configs,
-        ).output  # fmt: skip
-    from spark_impl.partitioned_watermarks import partitioned_watermarks
-
-    return partitioned_watermarks(
-        df, source_col="source", partition_col="partition", event_time_col="event_time",
-        stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time", count_col="count",
-        core_col="core", batch_col="batch", stream_configs=configs,
-    ).output  # fmt: skip
+def implemented_areas() -> frozenset[str]:
+    """The areas of harness/outputs.py that have a ``spark_impl`` module."""
+    return frozenset(a for a in TABLES if importlib.util.find_spec(f"spark_impl.{a}") is not None)
 
 
 class SparkEngine:
     name = "spark"
-    areas = frozenset({KEYED, PARTITIONED})
+    areas = implemented_areas()
 
     def __init__(self, spark: Any = None, partitions: int = 1) -> None:
         self._spark = spark
@@ -116,7 +98,7 @@ class SparkEngine:
             if trace.area not in self.areas:
                 raise ValueError(f"SparkEngine implements {sorted(self.areas)}, not {trace.area!r}")
             try:
-                _validator(trace.area)(trace.config)
+                area_module(trace.area).validate_config(trace.config)
             except InvalidConfig as error:
                 results[i] = error
                 continue
@@ -163,7 +145,7 @@ class SparkEngine:
                 output = None
                 for area in areas:
                     mine = {tid: c for tid, c in configs.items() if traces[tid][1].area == area}
-                    part = _operator(df.filter(F.col("area") == area), area, mine)
+                    part = area_module(area).engine_output(df.filter(F.col("area") == area), mine)
                     output = part if output is None else output.unionByName(part, allowMissingColumns=True)
                 assert output is not None
                 query = (
@@ -203,9 +185,12 @@ def _rows_table(traces: dict[str, tuple[int, Trace]]) -> Any:
                 cols["batch"].append(b)
                 cols["seq"].append(seq)
                 cols["kind"].append("batch_end" if item is None else item.kind)
-                for name in ITEM_FIELDS:
+                for name, type_name in ITEM_FIELD_TYPES.items():
                     marker_value = 0 if name == "value" else None
-                    cols[name].append(marker_value if item is None else getattr(item, name))
+                    v = marker_value if item is None else getattr(item, name)
+                    if type_name == "json" and v is not None:
+                        v = json.dumps(v)
+                    cols[name].append(v)
     schema = pa.schema([(n, pa.string() if t == "string" else pa.int64()) for n, t in INPUT_SCHEMA])
     return pa.table(cols, schema=schema)
 

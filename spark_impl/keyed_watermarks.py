@@ -817,3 +817,12 @@ __all__ = [
     "process_rows",
     "validate_config",
 ]
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace."""
+    return keyed_watermarks(
+        df, key_col="key", event_time_col="event_time", stream_id_col="trace_id", seq_col="seq",
+        kind_col="kind", value_col="value", time_col="time", batch_col="batch",
+        stream_configs=stream_configs,
+    ).output  # fmt: skip
