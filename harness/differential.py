@@ -738,7 +738,9 @@ def generic_gherkin(trace: Trace, then: list[tuple[str, list[Any]]], indent: str
         if not batch:
             lines.append(f"{s}When an empty batch passes")
         else:
-            columns = [c for c in ITEM_FIELD_TYPES if any(getattr(i, c) not in (None, 0) for i in batch)]
+            columns = [
+                c for c in ITEM_FIELD_TYPES if any(_item_cell(c, getattr(i, c)) is not None for i in batch)
+            ]
             cells = [[i.kind] + [_item_cell(c, getattr(i, c)) for c in columns] for i in batch]
             lines.append(f"{s}When these items arrive in one batch:")
             lines += _table(["kind", *columns], cells, s + "  ")
@@ -774,11 +776,12 @@ def to_gherkin(
         if isinstance(expected, Exception):
             rejected = f"{s}Then the configuration is rejected"
             return "\n".join([*header, *generic_gherkin(trace, [], indent), rejected])
-        same = isinstance(actual, dict)
+        shown = expected if isinstance(expected, dict) else {}
+        other = actual if isinstance(actual, dict) else None
         then = [
-            (name, expected.get(name, []))
+            (name, shown.get(name, []))
             for name in TABLES[trace.area]
-            if isinstance(expected, dict) and not (same and actual.get(name) == expected.get(name))
+            if expected is not None and not (other is not None and other.get(name) == shown.get(name))
         ]
         return "\n".join([*header, *generic_gherkin(trace, then, indent)])
     f064 = trace.area == "partitioned_watermarks"

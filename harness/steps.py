@@ -70,7 +70,7 @@ _TIME_RE = re.compile(r"^\s*(?:(I64_MAX|I64_MIN)\s*(?:([+-])\s*([0-9_]+))?|(-?[0
 
 # Columns that hold text; every other column holds an integer or null.
 # (``source`` is a number: F064 sources are integers, TR-3.)
-STRING_COLUMNS = {"key", "verdict", "state", "reason", "kind", "metric", "setting"}
+STRING_COLUMNS = {"key", "verdict", "state", "reason", "kind", "metric", "setting", "channel"}
 NULL_CELLS = {"", "-", "none", "null"}
 
 

@@ -60,18 +60,16 @@ class OutputRows:
         total = sum(n for n, _ in self.pieces)
         data: dict[str, Any] = {}
         for c in self.columns:
-            if c == "stream_id":
-                data[c] = np.full(total, self.stream_id, dtype=object)
-                continue
-            if c in self.string_cols:
-                parts = []
+            if c in self.string_cols or c == "stream_id":
+                # Filled by slice: numpy's full() of objects is slow on 100k-row pieces.
+                text = np.empty(total, dtype=object)
+                start = 0
                 for n, cols in self.pieces:
-                    v = cols.get(c)
-                    parts.append(
-                        np.full(n, v, dtype=object) if v is None or isinstance(v, str)
-                        else np.asarray(v, dtype=object)
-                    )
-                data[c] = np.concatenate(parts) if parts else np.empty(0, object)
+                    v = self.stream_id if c == "stream_id" else cols.get(c)
+                    if v is not None:
+                        text[start : start + n] = v
+                    start += n
+                data[c] = text
                 continue
             vals, masks = [], []
             for n, cols in self.pieces:
@@ -92,7 +90,7 @@ class OutputRows:
                 data[c] = pd.arrays.IntegerArray(np.concatenate(vals), np.concatenate(masks))
             else:
                 data[c] = pd.array([], dtype="Int64")
-        return pd.DataFrame(data, columns=list(self.columns))
+        return pd.DataFrame({c: data[c] for c in self.columns}, copy=False)
 
 
 def opt(value: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -106,6 +104,17 @@ def with_defaults(pdf: pd.DataFrame, defaults: Mapping[str, Any]) -> pd.DataFram
         pdf = pdf.assign(**{c: np.full(len(pdf), v, dtype=object if isinstance(v, str) else None)
                             for c, v in missing.items()})  # fmt: skip
     return pdf
+
+
+def batches_in(
+    rows: pd.DataFrame, batch_col: str, has_batch: bool, next_batch: int
+) -> list[tuple[int, pd.DataFrame]]:
+    """One call's rows split by trace batch, in batch order (a restarted or multiplexed call
+    may carry several); without a batch column the whole call is batch ``next_batch``."""
+    if not has_batch:
+        return [(next_batch, rows)]
+    batch = rows[batch_col].to_numpy(np.int64)
+    return [(int(b), rows[batch == b]) for b in np.unique(batch)]
 
 
 try:
@@ -212,11 +221,39 @@ def table_projections(output: Any, table_columns: Mapping[str, Sequence[str]]) -
     return {name: output.filter(table == name).select(*cols) for name, cols in table_columns.items()}
 
 
+def native_watermark_progress(query_df: Any, output_mode: str, checkpoint: str) -> list[dict[str, int]]:
+    """Runs a native (``withWatermark``) streaming query to the noop sink and returns, per
+    micro-batch, its id, input rows, Spark's global watermark in ms and rows dropped as late."""
+    import datetime
+
+    query = (
+        query_df.writeStream.format("noop").outputMode(output_mode).trigger(availableNow=True)
+        .option("checkpointLocation", checkpoint).start()
+    )  # fmt: skip
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"native watermark query failed: {query.exception()}")
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    report = []
+    for p in query.recentProgress:
+        # Properties, not keys: through Spark Connect some keys are only filled in by them.
+        wm = datetime.datetime.fromisoformat(p.eventTime["watermark"].replace("Z", "+00:00"))
+        report.append({
+            "batch_id": int(p.batchId),
+            "input_rows": int(p.numInputRows),
+            "watermark": (wm - epoch) // datetime.timedelta(milliseconds=1),
+            "dropped_late": sum(int(s.numRowsDroppedByWatermark or 0) for s in p.stateOperators),
+        })  # fmt: skip
+    return report
+
+
 __all__ = [
     "OutputRows",
     "StreamGroupProcessor",
+    "batches_in",
     "check_columns",
     "event_time_millis",
+    "native_watermark_progress",
     "opt",
     "require_int",
     "sat_sub",

@@ -113,6 +113,7 @@ from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
     OutputRows,
     StreamGroupProcessor,
+    batches_in,
     check_columns,
     event_time_millis,
     stream_settings,
@@ -381,12 +382,7 @@ def process_rows(
     the pandas worker renames).
     """
     out = _Out(stream_id)
-    if has_batch:
-        batch_values = np.unique(rows["kw_batch"].to_numpy(np.int64))
-        groups = [(int(b), rows[rows["kw_batch"].to_numpy(np.int64) == b]) for b in batch_values]
-    else:
-        groups = [(state.batches, rows)]
-    for b, part in groups:
+    for b, part in batches_in(rows, "kw_batch", has_batch, state.batches):
         _process_batch(state, part, cfg, b, out)
         state.batches += 1
     return out.frame()

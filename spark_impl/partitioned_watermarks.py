@@ -111,8 +111,10 @@ from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, Invali
 from spark_impl.common import (
     OutputRows,
     StreamGroupProcessor,
+    batches_in,
     check_columns,
     event_time_millis,
+    native_watermark_progress,
     opt,
     require_int,
     sat_sub,
@@ -320,12 +322,7 @@ def process_rows(
     time, count, core, ``pw_<name>`` (long) and ``pw_<name>_null``.
     """
     out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
-    if has_batch:
-        batch = rows["pw_batch"].to_numpy(np.int64)
-        groups = [(int(b), rows[batch == b]) for b in np.unique(batch)]
-    else:
-        groups = [(state.batches, rows)]
-    for b, part in groups:
+    for b, part in batches_in(rows, "pw_batch", has_batch, state.batches):
         _Batch(state, cfg, b, out, auto_register).run(_Rows.of(part))
         state.batches += 1
     return out.frame()
@@ -677,7 +674,6 @@ def native_watermark_report(spark: Any, trace: Any, delay_ms: int) -> list[dict[
     late instead of holding the watermark back (F064-R6 holds it instead).
     The last entry may be Spark's extra no-data batch (the watermark moved).
     """
-    import datetime
     import os
     import shutil
     import tempfile
@@ -708,28 +704,9 @@ def native_watermark_report(spark: Any, trace: Any, delay_ms: int) -> list[dict[
             .load().withColumn("ts", F.timestamp_millis("event_time"))
             .withWatermark("ts", f"{delay_ms} milliseconds").groupBy("partition", "ts").count()
         )  # fmt: skip
-        query = (
-            counts.writeStream.format("noop").outputMode("update").trigger(availableNow=True)
-            .option("checkpointLocation", os.path.join(work, "checkpoint")).start()
-        )  # fmt: skip
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise RuntimeError(f"native watermark query failed: {query.exception()}")
-        progress = list(query.recentProgress)
+        return native_watermark_progress(counts, "update", os.path.join(work, "checkpoint"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-    report = []
-    for p in progress:
-        # Properties, not keys: through Spark Connect some keys are only filled in by them.
-        wm = datetime.datetime.fromisoformat(p.eventTime["watermark"].replace("Z", "+00:00"))
-        report.append({
-            "batch_id": int(p.batchId),
-            "input_rows": int(p.numInputRows),
-            "watermark": (wm - epoch) // datetime.timedelta(milliseconds=1),
-            "dropped_late": sum(int(s.numRowsDroppedByWatermark or 0) for s in p.stateOperators),
-        })  # fmt: skip
-    return report
 
 
 __all__ = [
