@@ -42,6 +42,19 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "partitions": ("batch", "source", "partition", "watermark", "state", "core"),
         "sources": ("batch", "source", "watermark", "active_partitions"),
         "errors": ("batch", "seq", "reason"),
+    },  # fmt: skip  # fmt: skip
+    "eventtime_buffer": {
+        "emitted": ("batch", "out_seq", "kind", "key", "event_time", "value", "watermark", "reason"),
+        "late": ("batch", "seq", "key", "event_time", "watermark"),
+        "progress": (
+            "batch",
+            "watermark",
+            "max_timestamp_seen",
+            "buffer_size",
+            "late_dropped_count",
+            "watermark_emitted_count",
+        ),
+        "errors": ("batch", "seq", "reason"),
     },
 }
 

@@ -9,6 +9,7 @@ engine receives the same well-formed input.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -94,6 +95,10 @@ class Item:
     time: int | None = None
     count: int | None = None
     core: int | None = None
+    # event-time buffer (VELO-R10, R11): the raw event-time cell of a one-message tuple, or the
+    # messages of a tuple that holds several, as [stream name, cell] pairs.
+    raw: str | int | float | None = None
+    messages: tuple[tuple[str, str | int | float | None], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ITEM_KINDS:
@@ -108,6 +113,22 @@ class Item:
             raise InvalidTrace(f"value must be a 32-bit integer, got {self.value!r}")
         for name in ("partition", "source", "count", "core"):
             _check_i64(name, getattr(self, name))
+        # VELO-R10/R11: cells are JSON scalars (a bool or NaN is no JSON number here); the
+        # messages are [stream, cell] pairs, kept as tuples; raw and messages exclude each other.
+        cells = [self.raw]
+        if self.messages is not None:
+            if self.raw is not None:
+                raise InvalidTrace("an item carries raw or messages, not both")
+            pairs = tuple(tuple(m) for m in self.messages)
+            if any(len(m) != 2 or not isinstance(m[0], str) for m in pairs):
+                raise InvalidTrace(f"messages must be [stream name, cell] pairs, got {self.messages!r}")
+            object.__setattr__(self, "messages", pairs)
+            cells += [m[1] for m in pairs]
+        for cell in cells:
+            if isinstance(cell, bool) or not isinstance(cell, (str, int, float, type(None))):
+                raise InvalidTrace(f"an event-time cell is a string, a number or null, got {cell!r}")
+            if isinstance(cell, float) and not math.isfinite(cell):
+                raise InvalidTrace(f"an event-time cell must be a finite number, got {cell!r}")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
@@ -119,6 +140,9 @@ class Item:
 
     def describe(self) -> str:
         """A short human form, used when a shrunk trace is printed."""
+        if self.kind == "event" and (self.raw is not None or self.messages is not None):
+            cell = json.dumps(self.raw if self.messages is None else self.messages)
+            return f"event {self.key} raw={cell}" + (f" v={self.value}" if self.value else "")
         if self.kind == "event" and self.key is not None:
             return f"event {self.key}@{self.event_time}" + (f" v={self.value}" if self.value else "")
         if self.kind == "clock":
@@ -130,7 +154,8 @@ class Item:
                 if getattr(self, n) is not None
             )
             return f"{self.kind} {self.source}/{self.partition}{extra}"
-        return f"{self.kind} {self.key}"
+        # OXW-R17: a watermark item names its node by key.
+        return f"{self.kind} {self.key}" + (f" time={self.time}" if self.time is not None else "")
 
 
 def _field_type(annotation: str) -> str:

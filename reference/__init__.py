@@ -1,6 +1,15 @@
 """The oracle: a deliberately simple pure-Python model of every clause in spec/."""
 
 from harness.traces import InvalidConfig
+from reference.eventtime_buffer import (
+    DuplicateEventtimeType,
+    EventtimeParseError,
+    EventtimeTypeRegistry,
+    PhysicalEventtimeWatermark,
+    PhysicalProcessTimeWatermark,
+    UnknownEventtimeType,
+    plan_watermark_stage,
+)
 from reference.keyed_watermarks import (
     KeyedTumblingWindowOperator,
     KeyedWatermarkConfig,
@@ -24,6 +33,13 @@ from reference.partitioned_watermarks import (
 )
 
 __all__ = [
+    "DuplicateEventtimeType",
+    "EventtimeParseError",
+    "EventtimeTypeRegistry",
+    "PhysicalEventtimeWatermark",
+    "PhysicalProcessTimeWatermark",
+    "UnknownEventtimeType",
+    "plan_watermark_stage",
     "CoreWatermarkState",
     "InvalidConfig",
     "InvalidPartition",

@@ -9,8 +9,9 @@ Modules (one name per spec area, see DESIGN.md):
 - ``keyed_watermarks``: the F065 operator ``keyed_watermarks(df, ...)``.
 - ``partitioned_watermarks``: the F064 operator ``partitioned_watermarks(df, ...)``
   and ``native_watermark_report``, Spark's own watermark on the same rows.
-- ``common``: saturating arithmetic, setting checks and output assembly shared
-  by the operators.
+- ``eventtime_buffer``: the veloFlux reorder stage ``eventtime_buffer(df, ...)``.
+- ``common``: saturating arithmetic, setting checks, the per-stream processor,
+  output assembly and the native watermark runner shared by the operators.
 - ``engine``: ``SparkEngine``, the harness engine running many traces in one
   streaming query.
 
@@ -20,4 +21,12 @@ runs unchanged through Spark Connect and on a cluster.
 
 from __future__ import annotations
 
-__all__ = ["common", "engine", "keyed_watermarks", "partitioned_watermarks", "session", "trace_source"]
+__all__ = [
+    "common",
+    "engine",
+    "eventtime_buffer",
+    "keyed_watermarks",
+    "partitioned_watermarks",
+    "session",
+    "trace_source",
+]

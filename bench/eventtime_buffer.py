@@ -1,0 +1,214 @@
+"""Benchmark: the Spark event-time reorder buffer beside the oracle and a plain Spark aggregation.
+
+The events (default 1,000,000 in 10 micro-batches) arrive at 1,000 per second
+of event time (event ``i`` is due at ``T0 + i`` ms) and each is late by up to
+the disorder bound, uniformly; the stage's tolerance equals the bound, for
+bounds of 10 ms, 1 s and 60 s. Per bound, three runs over the same events:
+
+- stage: ``eventtime_buffer(df, eventtime_col="event_time", late_tolerance_ms=bound,
+  key_col="key", value_col="value", seq_col="seq", batch_col="batch")``, one
+  stream (one group), ``noop`` sink, ``Trigger.AvailableNow``;
+- plain: ``groupBy("key").agg(max("event_time"), count("*"))``, update mode, ``noop`` sink;
+- oracle: ``PhysicalEventtimeWatermark.process_collection`` of reference/,
+  one call per micro-batch, on prebuilt tuples (parsing included).
+
+The Spark runs alternate (``--repeats``, default 3); the oracle runs once per
+repeat between them. Printed: the median events/s of each (whole run; and
+for Spark also without the first micro-batch, which carries the start-up
+cost), the median ratio stage/plain of paired runs, and the peak number of
+buffered tuples (after a micro-batch is ingested, before its release). A
+benchmark reports figures; it asserts nothing.
+
+    python bench/eventtime_buffer.py                     # 1M events, bounds 10 ms, 1 s, 60 s
+    python bench/eventtime_buffer.py --events 100000     # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any
+
+T0 = 1_700_000_000_000
+
+
+def make_events(events: int, batches: int, bound: int, keys: int, seed: int) -> dict[str, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    per = events // batches
+    n = per * batches
+    return {
+        "batch": np.repeat(np.arange(batches, dtype=np.int64), per),
+        "seq": np.tile(np.arange(per, dtype=np.int64), batches),
+        "key": np.char.add("key-", rng.integers(0, keys, n).astype(str)).astype(object),
+        "event_time": T0 + np.arange(n, dtype=np.int64) - rng.integers(0, bound + 1, n),  # 1 per ms
+        "value": np.arange(n, dtype=np.int64) % 1000,
+    }
+
+
+def write_events(path: str, cols: dict[str, Any]) -> None:
+    import pyarrow as pa
+
+    from spark_impl.trace_source import write_trace_file
+
+    write_trace_file(
+        path, pa.table({k: pa.array(v, type=pa.string() if k == "key" else None) for k, v in cols.items()})
+    )
+
+
+def run_query(df: Any, mode: str, checkpoint: str) -> dict[str, float]:
+    started = time.perf_counter()
+    q = df.writeStream.format("noop").outputMode(mode).option("checkpointLocation", checkpoint)
+    q = q.trigger(availableNow=True).start()
+    q.awaitTermination()
+    wall = time.perf_counter() - started
+    if q.exception() is not None:
+        raise RuntimeError(str(q.exception()))
+    progress = [p for p in q.recentProgress if p.numInputRows > 0]
+    durations = [p.durationMs["triggerExecution"] / 1000 for p in progress]
+    rows = [p.numInputRows for p in progress]
+    return {
+        "wall": wall,
+        "rows": float(sum(rows)),
+        "batches": float(len(progress)),
+        "warm_rows": float(sum(rows[1:])),
+        "warm_busy": sum(durations[1:]),
+    }
+
+
+def run_oracle(cols: dict[str, Any], batches: int, bound: int) -> tuple[float, int, int]:
+    """(events/s of the oracle stage, peak buffered tuples, most tuples carried from one micro-batch to
+    the next); tuples are built before the clock starts."""
+    from reference.eventtime_buffer import (
+        EventtimeDefinition,
+        EventtimeTypeRegistry,
+        InputTuple,
+        PhysicalEventtimeWatermark,
+        PipelineOptions,
+        StreamDefinition,
+        Tuple,
+        plan_watermark_stage,
+    )
+
+    declared = EventtimeDefinition("event_time", "unixtimestamp_ms")
+    stream = StreamDefinition("input", ("event_time",), declared)
+    stage = plan_watermark_stage([stream], PipelineOptions(True, bound), EventtimeTypeRegistry())
+    assert isinstance(stage, PhysicalEventtimeWatermark)
+    per = len(cols["batch"]) // batches
+    collections = [
+        [
+            InputTuple((("input", int(t)),), k, int(v))
+            for t, k, v in zip(
+                cols["event_time"][b * per : (b + 1) * per].tolist(),
+                cols["key"][b * per : (b + 1) * per].tolist(),
+                cols["value"][b * per : (b + 1) * per].tolist(),
+                strict=True,
+            )
+        ]
+        for b in range(batches)
+    ]
+    peak = carried = 0
+    started = time.perf_counter()
+    for c in collections:
+        items = stage.process_collection(c).items
+        released = sum(1 for x in items if isinstance(x, Tuple))
+        carried = max(carried, stage.metrics().buffer_size)
+        peak = max(peak, stage.metrics().buffer_size + released)  # before the release
+    return len(cols["batch"]) / (time.perf_counter() - started), peak, carried
+
+
+def bench(
+    spark: Any, events: int, batches: int, bound: int, partitions: int, repeats: int, work: str
+) -> None:
+    from pyspark.sql import functions as F
+
+    from spark_impl.eventtime_buffer import eventtime_buffer
+    from spark_impl.trace_source import SOURCE_NAME
+
+    cols = make_events(events, batches, bound, keys=1000, seed=bound)
+    path = os.path.join(work, f"events-{bound}.parquet")
+    write_events(path, cols)
+
+    def source() -> Any:
+        return (
+            spark.readStream.format(SOURCE_NAME)
+            .option("path", path)
+            .option("partitions", str(partitions))
+            .load()
+        )
+
+    runs: dict[str, list[dict[str, float]]] = {"plain": [], "stage": []}
+    oracle_rates: list[float] = []
+    peak = carried = 0
+    for attempt in range(repeats):
+        plain = source().groupBy("key").agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
+        runs["plain"].append(run_query(plain, "update", os.path.join(work, f"ckpt-plain-{bound}-{attempt}")))
+        rate, peak, carried = run_oracle(cols, batches, bound)
+        oracle_rates.append(rate)
+        stage = eventtime_buffer(
+            source(), eventtime_col="event_time", late_tolerance_ms=bound, key_col="key", value_col="value",
+            seq_col="seq", batch_col="batch",
+        )  # fmt: skip
+        runs["stage"].append(
+            run_query(stage.output, "append", os.path.join(work, f"ckpt-stage-{bound}-{attempt}"))
+        )
+
+    def rate_of(r: dict[str, float]) -> float:
+        return r["rows"] / r["wall"]
+
+    def warm_rate(r: dict[str, float]) -> float:
+        return r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
+
+    print(
+        f"\n== disorder bound = tolerance = {bound:,} ms: {events:,} events, {batches} micro-batches, "
+        f"1,000 events per second of event time, median of {repeats} alternating runs =="
+    )
+    for name in ("plain", "stage"):
+        rs = runs[name]
+        print(
+            f"{name:6s}: wall {statistics.median(r['wall'] for r in rs):.1f} s, "
+            f"{statistics.median(map(rate_of, rs)):,.0f} ev/s (wall), "
+            f"{statistics.median(map(warm_rate, rs)):,.0f} ev/s (batches 2.., trigger time)"
+        )
+    print(f"oracle: {statistics.median(oracle_rates):,.0f} ev/s (one process, no Spark)")
+    ratio = statistics.median(
+        rate_of(s) / rate_of(p) for s, p in zip(runs["stage"], runs["plain"], strict=True)
+    )
+    warm = statistics.median(
+        warm_rate(s) / warm_rate(p) for s, p in zip(runs["stage"], runs["plain"], strict=True)
+    )
+    print(f"ratio stage/plain (median of paired runs): {ratio:.2f}x (wall), {warm:.2f}x (warm)")
+    print(
+        f"peak buffered tuples: {peak:,} (a micro-batch ingested, before its release); "
+        f"at most {carried:,} carried over to the next micro-batch (the state kept)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--bounds", type=int, nargs="+", default=[10, 1_000, 60_000], help="ms")
+    parser.add_argument("--partitions", type=int, default=2, help="input partitions per micro-batch")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per operator")
+    args = parser.parse_args()
+
+    from spark_impl.session import get_spark
+
+    spark = get_spark()
+    work = tempfile.mkdtemp(prefix="eb-bench-")
+    try:
+        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+        for bound in args.bounds:
+            bench(spark, args.events, args.batches, bound, args.partitions, args.repeats, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

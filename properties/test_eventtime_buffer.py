@@ -1,0 +1,288 @@
+"""Event-time reorder buffer (veloFlux): oracle invariants, and the engine-vs-oracle differential test.
+
+The invariants run the oracle (reference/eventtime_buffer.py) on generated
+disordered streams (properties/eventtime_buffer_strategies.py) and check the
+spec's promises on its output: the watermark contract, the exact late rule,
+stable ties, conservation of tuples, restarts. The differential test feeds
+every engine chosen with ``--engine`` (except the reference) the generated
+traces in ONE ``run`` call and compares each output with the oracle's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.differential import check_against_reference
+from harness.hypothesis_profiles import differential_budget, profile_name
+from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_sub
+from properties.eventtime_buffer_strategies import INVALID_CONFIGS, eventtime_buffer_traces
+from properties.strategies import generate
+from reference.eventtime_buffer import (
+    BUILTIN_TYPES,
+    PARSER_CATALOGUE,
+    EventtimeParseError,
+    EventtimeTypeRegistry,
+    run_trace,
+)
+
+TRACES = eventtime_buffer_traces()
+COLUMNS = ("batch", "out_seq", "kind", "key", "event_time", "value", "watermark", "reason")
+
+
+def _stream(out: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    return [dict(zip(COLUMNS, r, strict=True)) for r in sorted(out["emitted"], key=lambda r: r[1])]
+
+
+def _events(trace: Trace) -> list[tuple[int, int, Item]]:
+    return [
+        (b, s, i) for b, batch in enumerate(trace.batches) for s, i in enumerate(batch) if i.kind == "event"
+    ]
+
+
+def _run(trace: Trace) -> dict[str, list[Any]] | None:
+    try:
+        return run_trace(trace)
+    except InvalidConfig:
+        return None
+
+
+# ---- the contract of the output stream (VELO-R17, R18, R23) -------------------------------
+
+
+@pytest.mark.clauses("VELO-R16", "VELO-R17", "VELO-R18", "VELO-R9", "VELO-R23")
+@given(TRACES)
+def test_no_tuple_at_or_below_an_emitted_watermark_ever_follows_it(trace: Trace) -> None:
+    out = _run(trace)
+    if out is None:
+        return
+    stream = _stream(out)
+    assert [r["out_seq"] for r in stream] == list(range(len(stream)))  # R23: one numbering, no gaps
+    watermark: int | None = None
+    last_tuple: int | None = None
+    for r in stream:
+        if r["kind"] == "watermark":
+            assert watermark is None or r["watermark"] > watermark  # strictly increasing
+            watermark = r["watermark"]
+        elif r["kind"] == "tuple":
+            assert watermark is None or r["event_time"] > watermark  # R18
+            assert last_tuple is None or r["event_time"] >= last_tuple  # non-decreasing
+            last_tuple = r["event_time"]
+
+
+@pytest.mark.clauses("VELO-R15", "VELO-R9")
+@given(TRACES)
+def test_tuples_with_equal_times_leave_in_arrival_order(trace: Trace) -> None:
+    """Generated values grow with arrival, so arrival order is visible in the output."""
+    out = _run(trace)
+    if out is None:
+        return
+    tuples = [r for r in _stream(out) if r["kind"] == "tuple"]
+    for before, after in zip(tuples, tuples[1:]):
+        if before["event_time"] == after["event_time"]:
+            assert before["value"] < after["value"]
+
+
+@pytest.mark.clauses("VELO-R12", "VELO-R14", "VELO-R21", "VELO-R22")
+@given(TRACES)
+def test_every_event_is_released_dropped_refused_or_still_buffered(trace: Trace) -> None:
+    out = _run(trace)
+    if out is None:
+        return
+    stream = _stream(out)
+    last = max(out["progress"])  # the row of the last batch
+    released = sum(1 for r in stream if r["kind"] == "tuple")
+    refused = sum(1 for r in stream if r["kind"] == "error")
+    assert released + len(out["late"]) + refused + last[3] == len(_events(trace))
+    assert last[4] == len(out["late"])  # late_dropped_count
+    assert last[5] == sum(1 for r in stream if r["kind"] == "watermark")  # watermark_emitted_count
+    assert sum(1 for _, _, reason in out["errors"] if reason in _TUPLE_REASONS) == refused  # R12
+
+
+_TUPLE_REASONS = {
+    "null_eventtime", "unparsable_eventtime", "eventtime_out_of_range", "unknown_stream",
+    "no_eventtime_message",
+}  # fmt: skip
+
+
+@pytest.mark.clauses("VELO-R13", "VELO-R14", "VELO-R16", "VELO-R19", "VELO-R20")
+@given(TRACES)
+def test_late_exactly_at_or_below_the_watermark_of_the_batch_start(trace: Trace) -> None:
+    """R14/R19: judged against the watermark before the batch, which is at most the earlier
+    maximum minus the tolerance; R16: after a batch it is max(before, max_seen - tolerance)."""
+    out = _run(trace)
+    if out is None or not trace.config.get("eventtime_enabled"):
+        return
+    tolerance = trace.config.get("late_tolerance", 0)
+    progress = sorted(out["progress"])
+    before: dict[int, tuple[int | None, int | None]] = {}
+    previous: tuple[int | None, int | None] = (None, None)
+    for row in progress:
+        before[row[0]] = previous
+        watermark, max_seen = row[1], row[2]
+        if max_seen is not None:
+            target = saturating_sub(max_seen, tolerance)
+            assert watermark == (target if previous[0] is None else max(previous[0], target))
+        previous = (watermark, max_seen)
+    for b, _, _, ts, wm in out["late"]:
+        watermark_before, max_before = before[b]
+        assert wm == watermark_before and wm is not None and ts <= wm
+        assert max_before is not None and wm <= saturating_sub(max_before, tolerance)
+    if all(p[1] is None for p in progress):
+        assert not out["late"] and all(p[1] is None for p in progress)  # R13
+
+
+@pytest.mark.clauses("VELO-R24", "VELO-R21")
+@given(TRACES)
+def test_a_restarted_run_reports_what_an_uninterrupted_run_reports(trace: Trace) -> None:
+    assert _run(trace) == _run(replace(trace, restart_after=frozenset()))
+
+
+@pytest.mark.clauses("VELO-R9")
+@given(TRACES)
+def test_processing_time_stamps_tuples_with_the_clock_and_buffers_nothing(trace: Trace) -> None:
+    trace = replace(trace, config={**trace.config, "eventtime_enabled": False})
+    out = _run(trace)
+    if out is None:
+        return
+    clock, stamps = 0, []
+    for batch in trace.batches:
+        for item in batch:
+            if item.kind == "clock" and item.time is not None and item.time >= clock:
+                clock = item.time
+            elif item.kind == "event":
+                stamps.append(clock)
+    assert [r["event_time"] for r in _stream(out) if r["kind"] == "tuple"] == stamps
+    assert not out["late"] and all(p[3] == 0 for p in out["progress"])
+
+
+@pytest.mark.clauses("VELO-R2", "VELO-R7", "VELO-R1")
+@given(INVALID_CONFIGS)
+def test_bad_configurations_are_refused_before_any_item(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidConfig):
+        run_trace(Trace("eventtime_buffer", config, ((Item("event", raw=1),),)))
+
+
+# ---- parsers (VELO-R3..R5) -----------------------------------------------------------------
+
+UNITS = {"unixtimestamp_ms": 1, "unixtimestamp_s": 1000, "unixtimestamp": 1000}
+
+
+@pytest.mark.clauses("VELO-R5", "VELO-R4")
+@given(st.sampled_from(sorted(UNITS)), st.integers(-(10**20), 10**20))
+def test_integers_and_integer_strings_parse_alike(name: str, v: int) -> None:
+    parser = {**BUILTIN_TYPES, **PARSER_CATALOGUE}[name]
+    ms = v * UNITS[name]
+    for cell in (v, str(v)):
+        if I64_MIN <= ms <= I64_MAX:
+            assert parser(cell) == ms
+        else:
+            with pytest.raises(EventtimeParseError, match="eventtime_out_of_range"):
+                parser(cell)
+
+
+@pytest.mark.clauses("VELO-R5")
+@given(st.floats(-1e12, 1e12, allow_nan=False), st.sampled_from(sorted(UNITS) + ["unixtimestamp_us"]))
+def test_numbers_with_fractions_are_read_from_their_decimal_text_and_rounded_down(
+    x: float, name: str
+) -> None:
+    per_unit = Decimal(UNITS.get(name, "0.001"))
+    parser = {**BUILTIN_TYPES, **PARSER_CATALOGUE}[name]
+    assert parser(x) == math.floor(Decimal(repr(x)) * per_unit)
+
+
+@pytest.mark.clauses("VELO-R3")
+def test_the_registry_starts_with_exactly_the_two_built_ins() -> None:
+    assert EventtimeTypeRegistry().list() == ["unixtimestamp_ms", "unixtimestamp_s"]
+
+
+# ---- engine versus oracle ------------------------------------------------------------------
+
+
+def _seed() -> int:
+    if "DIFFERENTIAL_SEED" in os.environ:
+        return int(os.environ["DIFFERENTIAL_SEED"])
+    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
+
+
+@pytest.mark.clauses(*(f"VELO-R{n}" for n in range(1, 25) if n != 6))
+def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
+    """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
+    budget = differential_budget()
+    seed = _seed()
+    traces = generate(eventtime_buffer_traces(invalid_config_rate=10), budget.traces, seed)
+    report = check_against_reference(
+        engine_under_test,
+        traces,
+        shrink_seconds=budget.shrink_seconds,
+        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
+    )
+    assert report.traces == budget.traces
+
+
+# ---- the Spark operator's state layout (VELO-R24) -------------------------------------------
+
+
+@pytest.mark.clauses("VELO-R24")
+def test_spark_state_layout_is_versioned() -> None:
+    """A checkpoint of another layout version is refused with both versions named, never misread."""
+    from spark_impl.eventtime_buffer import LAYOUT_VERSION, StreamState
+
+    stored = StreamState().to_tuple()
+    assert StreamState.from_tuple(stored).to_tuple() == stored
+    newer = (LAYOUT_VERSION + 1, *stored[1:])
+    with pytest.raises(RuntimeError, match=f"version {LAYOUT_VERSION + 1}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple(newer)
+
+
+# ---- the Spark operator's typed columns (the public function, VELO-R5) ----------------------
+
+I64_CELLS = st.one_of(
+    st.integers(-(10**6), 10**6), st.sampled_from((I64_MIN, I64_MAX, I64_MAX // 1000, I64_MAX // 1000 + 1))
+)
+
+
+@pytest.mark.clauses("VELO-R5", "VELO-R10")
+@given(
+    st.lists(st.one_of(st.none(), I64_CELLS), max_size=12),
+    st.sampled_from(("unixtimestamp_ms", "unixtimestamp_s")),
+    st.sampled_from((0, 5, 1000)),
+)
+def test_spark_reads_integer_and_string_columns_as_the_oracle_reads_json_cells(
+    cells: list[int | None], type_name: str, tolerance: int
+) -> None:
+    """The pure core of spark_impl.eventtime_buffer (what runs in the worker) in its input modes:
+    ``long`` (an integer column) and ``text`` (a string column) of the public function."""
+    import numpy as np
+    import pandas as pd
+
+    from spark_impl.eventtime_buffer import StreamState, process_rows, validate_config
+
+    config = {
+        "columns": ["ts"], "eventtime_column": "ts", "eventtime_type": type_name, "eventtime_enabled": True,
+        "late_tolerance": tolerance,
+    }  # fmt: skip
+    items = tuple(Item("event", key="k", value=i, raw=c) for i, c in enumerate(cells))
+    expected = [r[2:] for r in sorted(run_trace(Trace("eventtime_buffer", config, (items,)))["emitted"])]
+    n = len(cells)
+    texts = pd.Series([None if c is None else str(c) for c in cells], dtype=object)
+    frame = pd.DataFrame({
+        "eb_batch": np.zeros(n, np.int64), "eb_seq": np.arange(n, dtype=np.int64), "eb_kind": "event",
+        "eb_key": "k", "eb_value": np.arange(n, dtype=np.int64), "eb_time": np.zeros(n, np.int64),
+        "eb_time_null": True, "eb_raw": texts, "eb_raw_null": texts.isna().to_numpy(), "eb_messages": None,
+        "eb_raw_long": np.array([0 if c is None else c for c in cells], np.int64),
+    })  # fmt: skip
+    for mode in ("long", "text"):
+        out = process_rows(StreamState(), frame, validate_config(config), "s", True, mode)
+        rows = out[out["output"] == "emitted"].sort_values("out_seq")
+        columns = ["kind", "key", "event_time", "value", "watermark", "reason"]
+        got = [tuple(None if pd.isna(v) else v for v in r) for r in rows[columns].itertuples(index=False)]
+        assert got == expected, mode
