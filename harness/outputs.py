@@ -42,7 +42,19 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "partitions": ("batch", "source", "partition", "watermark", "state", "core"),
         "sources": ("batch", "source", "watermark", "active_partitions"),
         "errors": ("batch", "seq", "reason"),
-    },  # fmt: skip  # fmt: skip
+    },  # fmt: skip
+    "late_data": {
+        "events": (
+            "batch", "seq", "source", "event_time", "watermark", "verdict", "lateness", "assigned_time",
+            "channel",
+        ),
+        "side_outputs": ("batch", "channel", "position", "seq", "source", "event_time"),
+        "windows": ("batch", "seq", "source", "window_start", "window_end", "watermark", "count"),
+        "progress": (
+            "batch", "on_time", "allowed_late", "reassigned", "dropped", "side_output", "open_windows",
+        ),
+        "errors": ("batch", "seq", "reason"),
+    },  # fmt: skip
     "eventtime_buffer": {
         "emitted": ("batch", "out_seq", "kind", "key", "event_time", "value", "watermark", "reason"),
         "late": ("batch", "seq", "key", "event_time", "watermark"),

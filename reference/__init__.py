@@ -20,6 +20,12 @@ from reference.keyed_watermarks import (
     MaxKeysReached,
     WindowResult,
 )
+from reference.late_data import (
+    AllowedLatenessTracker,
+    LateDataHandler,
+    LateDataPolicy,
+    SideOutputRouter,
+)
 from reference.partitioned_watermarks import (
     CoreWatermarkState,
     InvalidPartition,
@@ -40,6 +46,10 @@ __all__ = [
     "PhysicalProcessTimeWatermark",
     "UnknownEventtimeType",
     "plan_watermark_stage",
+    "AllowedLatenessTracker",
+    "LateDataHandler",
+    "LateDataPolicy",
+    "SideOutputRouter",
     "CoreWatermarkState",
     "InvalidConfig",
     "InvalidPartition",

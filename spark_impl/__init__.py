@@ -10,6 +10,7 @@ Modules (one name per spec area, see DESIGN.md):
 - ``partitioned_watermarks``: the F064 operator ``partitioned_watermarks(df, ...)``
   and ``native_watermark_report``, Spark's own watermark on the same rows.
 - ``eventtime_buffer``: the veloFlux reorder stage ``eventtime_buffer(df, ...)``.
+- ``late_data``: oxirs late-data routing ``late_data(df, ...)``.
 - ``common``: saturating arithmetic, setting checks, the per-stream processor,
   output assembly and the native watermark runner shared by the operators.
 - ``engine``: ``SparkEngine``, the harness engine running many traces in one
@@ -26,6 +27,7 @@ __all__ = [
     "engine",
     "eventtime_buffer",
     "keyed_watermarks",
+    "late_data",
     "partitioned_watermarks",
     "session",
     "trace_source",

@@ -1,0 +1,260 @@
+"""Late data (oxirs): invariants of the oracle, and engine-vs-oracle differential tests.
+
+Invariants run on the oracle's stream (reference/late_data.py ``run_trace``)
+over generated traces, and on the SideOutputRouter's API. The differential
+test feeds every engine chosen with ``--engine`` (except the reference) the
+budget's generated traces in ONE ``run`` call and compares each output with
+the oracle's; a difference is shrunk and printed as a scenario.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.differential import check_against_reference
+from harness.hypothesis_profiles import differential_budget, profile_name
+from harness.outputs import TABLES, Row
+from harness.traces import I64_MAX, InvalidConfig, Trace
+from properties.late_data_strategies import INVALID_CONFIGS, late_data_traces
+from properties.strategies import generate
+from reference.late_data import SideOutputRouter, config_from_trace, run_trace, window_of
+
+TRACES = late_data_traces(edge_rate=10)
+
+
+def _rows(output: dict[str, list[Row]], table: str) -> list[dict[str, Any]]:
+    return [dict(zip(TABLES["late_data"][table], r, strict=True)) for r in output[table]]
+
+
+def _run(trace: Trace) -> dict[str, list[Row]] | None:
+    try:
+        return run_trace(trace)
+    except InvalidConfig:
+        return None
+
+
+@pytest.mark.clauses("OXL-R4", "OXL-R5", "OXL-R9")
+@given(TRACES)
+def test_a_verdict_is_on_time_exactly_when_the_event_is_not_below_its_watermark(trace: Trace) -> None:
+    out = _run(trace)
+    if out is None:
+        return
+    for e in _rows(out, "events"):
+        below = e["watermark"] is not None and e["event_time"] < e["watermark"]
+        assert (e["verdict"] == "on_time") == (not below), e
+        if below:
+            assert e["lateness"] == min(I64_MAX, e["watermark"] - e["event_time"]) > 0, e
+        else:
+            assert e["lateness"] is None and e["assigned_time"] == e["event_time"], e
+        assert (e["channel"] is not None) == (e["verdict"] == "side_output"), e
+
+
+@pytest.mark.clauses("OXL-R6", "OXL-R7", "OXL-R8", "OXL-R11")
+@given(TRACES)
+def test_policies_decide_only_what_no_open_window_keeps(trace: Trace) -> None:
+    out = _run(trace)
+    if out is None:
+        return
+    cfg = config_from_trace(dict(trace.config))
+    policy = trace.config.get("policy", "Drop")
+    for e in _rows(out, "events"):
+        v, wm, t = e["verdict"], e["watermark"], e["event_time"]
+        if v == "on_time":
+            continue
+        window_open = False
+        if cfg.window_size is not None:
+            _, end = window_of(t, cfg.window_size)
+            window_open = wm < min(I64_MAX, end + cfg.allowed_lateness)
+        assert (v == "allowed_late") == window_open, e  # OXL-R11
+        if v == "allowed_late":
+            assert e["assigned_time"] == t
+        elif policy == "Reassign":
+            within = wm - t <= trace.config["max_lateness"]
+            assert v == ("reassigned" if within else "dropped"), e
+            assert e["assigned_time"] == (wm if within else None), e
+        else:
+            assert v == ("side_output" if policy == "SideOutput" else "dropped"), e
+            assert e["assigned_time"] is None
+
+
+@pytest.mark.clauses("OXL-R9", "OXL-R14", "OXL-R16", "OXL-R17")
+@given(TRACES)
+def test_nothing_is_lost_every_event_has_one_row_and_side_outputs_keep_arrival_order(trace: Trace) -> None:
+    out = _run(trace)
+    if out is None:
+        return
+    events = _rows(out, "events")
+    errors = {(r["batch"], r["seq"]) for r in _rows(out, "errors")}
+    items = {
+        (b, s) for b, batch in enumerate(trace.batches) for s, i in enumerate(batch) if i.kind == "event"
+    }
+    judged = [(e["batch"], e["seq"]) for e in events]
+    assert len(judged) == len(set(judged))
+    assert set(judged) == items - errors and not set(judged) & errors
+    side = sorted(_rows(out, "side_outputs"), key=lambda r: r["position"])
+    assert [r["position"] for r in side] == list(range(len(side)))
+    routed = [(e["batch"], e["seq"], e["event_time"]) for e in events if e["verdict"] == "side_output"]
+    assert [(r["batch"], r["seq"], r["event_time"]) for r in side] == sorted(routed)
+    last = _rows(out, "progress")[-1]
+    for verdict in ("on_time", "allowed_late", "reassigned", "dropped", "side_output"):
+        assert last[verdict] == sum(1 for e in events if e["verdict"] == verdict)
+    assert [p["batch"] for p in _rows(out, "progress")] == list(range(len(trace.batches)))
+
+
+@pytest.mark.clauses("OXL-R10", "OXL-R12")
+@given(TRACES)
+def test_every_kept_event_is_counted_in_exactly_one_window(trace: Trace) -> None:
+    out = _run(trace)
+    if out is None or "window_size" not in trace.config:
+        return
+    cfg = config_from_trace(dict(trace.config))
+    kept = [e for e in _rows(out, "events") if e["assigned_time"] is not None]
+    closed = _rows(out, "windows")
+    assert sum(w["count"] for w in closed) + _open_count(trace) == len(kept)
+    for w in closed:
+        assert w["watermark"] >= min(I64_MAX, w["window_end"] + cfg.allowed_lateness), w
+    keys = [(w["source"], w["window_start"]) for w in closed]
+    assert len(keys) == len(set(keys)), "a closed window was registered again"
+
+
+def _open_count(trace: Trace) -> int:
+    """Events in windows still open at the end: the oracle's own state after the trace."""
+    from reference.late_data import LateDataStream
+
+    stream = LateDataStream(dict(trace.config))
+    for b, batch in enumerate(trace.batches):
+        stream.run_batch(b, batch)
+    return sum(stream.window_counts.values())
+
+
+@pytest.mark.clauses("OXL-R1", "OXL-R3")
+@given(TRACES)
+def test_the_watermark_of_a_source_never_goes_down_and_events_never_move_it(trace: Trace) -> None:
+    out = _run(trace)
+    if out is None:
+        return
+    seen: dict[Any, int] = {}
+    for e in sorted(_rows(out, "events"), key=lambda r: (r["batch"], r["seq"])):
+        if e["watermark"] is None:
+            assert e["source"] not in seen
+            continue
+        assert e["watermark"] >= seen.get(e["source"], e["watermark"])
+        seen[e["source"]] = e["watermark"]
+    wm_times = {
+        (b, s): i.time
+        for b, batch in enumerate(trace.batches)
+        for s, i in enumerate(batch)
+        if i.kind == "watermark"
+    }
+    for e in _rows(out, "events"):
+        assert e["watermark"] is None or e["watermark"] in wm_times.values()
+
+
+@pytest.mark.clauses("OXL-R2")
+@given(TRACES, st.sampled_from((None, 0, 1, 2)))
+def test_a_source_is_judged_by_its_own_watermark_alone(trace: Trace, removed: int | None) -> None:
+    """Removing every event and watermark of another source changes no verdict of this one."""
+    out = _run(trace)
+    if out is None:
+        return
+    without = replace(
+        trace,
+        batches=tuple(
+            tuple(i for i in b if not (i.kind in ("event", "watermark") and i.source == removed))
+            for b in trace.batches
+        ),
+    )
+    reduced = _run(without)
+    assert reduced is not None
+
+    def verdicts(o: dict[str, list[Row]]) -> list[tuple[Any, ...]]:
+        rows = sorted(_rows(o, "events"), key=lambda r: (r["batch"], r["seq"]))
+        return [(r["batch"], r["source"], r["event_time"], r["watermark"], r["verdict"], r["assigned_time"])
+                for r in rows if r["source"] != removed]  # fmt: skip
+
+    assert verdicts(out) == verdicts(reduced)
+
+
+@pytest.mark.clauses("OXL-R18")
+@given(TRACES)
+def test_restart_points_change_nothing(trace: Trace) -> None:
+    out = _run(trace)
+    if out is None:
+        return
+    assert run_trace(replace(trace, restart_after=frozenset())) == out
+    every = frozenset(range(len(trace.batches) - 1))
+    assert run_trace(replace(trace, restart_after=every)) == out
+
+
+@pytest.mark.clauses("OXL-R15")
+@given(INVALID_CONFIGS)
+def test_invalid_configurations_are_refused(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidConfig):
+        run_trace(Trace("late_data", config, ((),)))
+
+
+@pytest.mark.clauses("OXL-R13")
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers()), max_size=30), st.sampled_from("abcd"))
+def test_the_router_drains_a_channel_in_routing_order_and_leaves_the_others(
+    routed: list[tuple[str, int]], drained: str
+) -> None:
+    router = SideOutputRouter()
+    for channel, event in routed:
+        router.route(channel, event)
+    assert router.drain(drained) == [e for c, e in routed if c == drained]
+    assert router.drain(drained) == []
+    for channel in "abc":
+        if channel != drained:
+            assert router.pending(channel) == sum(1 for c, _ in routed if c == channel)
+
+
+# ---- differential ---------------------------------------------------------------------------
+
+
+def _seed() -> int:
+    if "DIFFERENTIAL_SEED" in os.environ:
+        return int(os.environ["DIFFERENTIAL_SEED"])
+    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
+
+
+@pytest.mark.clauses(
+    "OXL-R1", "OXL-R2", "OXL-R3", "OXL-R4", "OXL-R5", "OXL-R6", "OXL-R7", "OXL-R8", "OXL-R9", "OXL-R10",
+    "OXL-R11", "OXL-R12", "OXL-R14", "OXL-R15", "OXL-R16", "OXL-R17", "OXL-R18",
+)  # fmt: skip
+def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
+    """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
+    budget = differential_budget()
+    seed = _seed()
+    traces = generate(late_data_traces(invalid_config_rate=5), budget.traces, seed)
+    report = check_against_reference(
+        engine_under_test,
+        traces,
+        shrink_seconds=budget.shrink_seconds,
+        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
+    )
+    assert report.traces == budget.traces
+
+
+# ---- the Spark operator's state layout (OXL-R18, DESIGN: versioned state) -------------------
+
+
+@pytest.mark.clauses("OXL-R18")
+def test_spark_state_layout_is_versioned() -> None:
+    """A checkpoint of another layout version is refused with both versions named, never misread."""
+    import numpy as np
+
+    from spark_impl.late_data import LAYOUT_VERSION, StreamState
+
+    state = StreamState(clock=5, position=2, windows=np.array([[1, 0, 0, 1000, 3]], np.int64))
+    stored = state.to_tuple()
+    assert StreamState.from_tuple(stored).to_tuple() == stored
+    newer = (LAYOUT_VERSION + 1, *stored[1:])
+    with pytest.raises(RuntimeError, match=f"version {LAYOUT_VERSION + 1}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple(newer)
