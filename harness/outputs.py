@@ -43,6 +43,13 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "sources": ("batch", "source", "watermark", "active_partitions"),
         "errors": ("batch", "seq", "reason"),
     },  # fmt: skip
+    "watermark_propagation": {
+        "generated": ("batch", "seq", "key", "watermark"),
+        "watermarks": ("batch", "seq", "key", "watermark"),
+        "violations": ("batch", "seq", "key", "watermark", "reason"),
+        "progress": ("batch", "aligned_watermark", "global_watermark", "violation_count"),
+        "errors": ("batch", "seq", "reason"),
+    },
     "late_data": {
         "events": (
             "batch", "seq", "source", "event_time", "watermark", "verdict", "lateness", "assigned_time",

@@ -37,6 +37,15 @@ from reference.partitioned_watermarks import (
     UnknownPartition,
     collect_watermarks,
 )
+from reference.watermark_propagation import (
+    GraphCycle,
+    NotASource,
+    UnknownOperator,
+    WatermarkAligner,
+    WatermarkGenerator,
+    WatermarkPropagator,
+    WatermarkViolation,
+)
 
 __all__ = [
     "DuplicateEventtimeType",
@@ -68,4 +77,11 @@ __all__ = [
     "KeyedWatermarkTracker",
     "MaxKeysReached",
     "WindowResult",
+    "GraphCycle",
+    "NotASource",
+    "UnknownOperator",
+    "WatermarkAligner",
+    "WatermarkGenerator",
+    "WatermarkPropagator",
+    "WatermarkViolation",
 ]

@@ -10,6 +10,8 @@ Modules (one name per spec area, see DESIGN.md):
 - ``partitioned_watermarks``: the F064 operator ``partitioned_watermarks(df, ...)``
   and ``native_watermark_report``, Spark's own watermark on the same rows.
 - ``eventtime_buffer``: the veloFlux reorder stage ``eventtime_buffer(df, ...)``.
+- ``watermark_propagation``: oxirs generation, alignment and propagation
+  ``watermark_propagation(df, ...)`` and ``native_watermark_report`` (two sources).
 - ``late_data``: oxirs late-data routing ``late_data(df, ...)``.
 - ``common``: saturating arithmetic, setting checks, the per-stream processor,
   output assembly and the native watermark runner shared by the operators.
@@ -31,4 +33,5 @@ __all__ = [
     "partitioned_watermarks",
     "session",
     "trace_source",
+    "watermark_propagation",
 ]

@@ -1,0 +1,318 @@
+"""Watermark generation, alignment and propagation (oxirs): invariants, differential and native tests.
+
+Invariants run on the oracle (reference/watermark_propagation.py) over generated
+DAGs and update streams with regressions; they are derived from the clauses,
+not from the oracle's code:
+
+* per node, the reported outputs strictly increase (OXW-R12, R13: per-edge
+  non-decreasing, and a row only when the output changes);
+* after every item, every operator's output is the minimum of its upstreams'
+  outputs, or none while one of them is silent (OXW-R13, R14);
+* a violation names a source and its watermark is below that source's output
+  at that moment; the output does not move (OXW-R12);
+* the global watermark never exceeds any source's watermark, and equals the
+  aligned one (OXW-R16);
+* generators emit exactly at multiples of the threshold (OXW-R2);
+* restarts change nothing (OXW-R19); cycles and bad settings are refused (OXW-R10, TR-6).
+
+The differential test runs the generated traces through an engine chosen with
+``--engine`` in ONE run and compares with the oracle. The native test runs a real
+two-source Spark query with ``withWatermark`` on both inputs and checks Spark's
+own global watermark against the oracle's aligned watermark (spec: "Spark's own
+watermark, compared").
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.differential import check_against_reference
+from harness.hypothesis_profiles import differential_budget, profile_name
+from harness.traces import I64_MIN, InvalidConfig, Trace, saturating_sub
+from properties.strategies import generate
+from properties.watermark_propagation_strategies import (
+    dags,
+    invalid_configs,
+    sources_of,
+    watermark_propagation_traces,
+)
+from reference.watermark_propagation import (
+    GraphCycle,
+    NotASource,
+    UnknownOperator,
+    WatermarkAligner,
+    WatermarkPropagator,
+    WatermarkViolation,
+    run_trace,
+)
+
+Outputs = dict[str, list[tuple[Any, ...]]]
+
+
+def _replay(trace: Trace, out: Outputs) -> list[tuple[tuple[int, int], dict[str, int | None]]]:
+    """Every node's output after every item, folded from the watermarks change table."""
+    nodes = trace.config["nodes"]
+    state: dict[str, int | None] = {n: None for n in nodes}
+    changes: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for b, seq, node, wm in out["watermarks"]:
+        changes.setdefault((b, seq), []).append((node, wm))
+    after = []
+    for b, batch in enumerate(trace.batches):
+        for seq in range(len(batch)):
+            for node, wm in changes.get((b, seq), []):
+                state[node] = wm
+            after.append(((b, seq), dict(state)))
+    return after
+
+
+def _upstreams(trace: Trace) -> dict[str, list[str]]:
+    ups: dict[str, list[str]] = {n: [] for n in trace.config["nodes"]}
+    for a, b in trace.config["edges"]:
+        ups[b].append(a)
+    return ups
+
+
+@given(watermark_propagation_traces())
+def test_outputs_only_rise_and_each_operator_is_the_minimum_of_its_upstreams(trace: Trace) -> None:
+    out = run_trace(trace)
+    ups = _upstreams(trace)
+    last: dict[str, int] = {}
+    for _, _, node, wm in out["watermarks"]:  # rows come in arrival order
+        assert node not in last or wm > last[node]  # OXW-R12: strictly up, only changes are rows
+        last[node] = wm
+    for _, state in _replay(trace, out):
+        for node, upstream in ups.items():
+            if not upstream:
+                continue
+            inputs = [state[u] for u in upstream]
+            expected = None if None in inputs else min(w for w in inputs if w is not None)
+            assert state[node] == expected  # OXW-R13, R14
+
+
+@given(watermark_propagation_traces())
+def test_a_violation_names_a_source_below_its_output_and_moves_nothing(trace: Trace) -> None:
+    out = run_trace(trace)
+    sources = set(sources_of(trace.config["nodes"], trace.config["edges"]))
+    states = dict(_replay(trace, out))
+    changed_at = {(b, seq) for b, seq, _, _ in out["watermarks"]}
+    for b, seq, node, wm, reason in out["violations"]:
+        assert node in sources and reason == "regression"  # OXW-R12, R13
+        assert (b, seq) not in changed_at  # OXW-R12: nothing changes
+        current = states[(b, seq)][node]
+        assert current is not None and wm < current
+    assert [r[3] for r in out["progress"]][-1] == len(out["violations"])  # cumulative count
+
+
+@given(watermark_propagation_traces())
+def test_the_global_watermark_is_never_above_a_source_and_equals_the_aligned_one(trace: Trace) -> None:
+    out = run_trace(trace)
+    sources = sources_of(trace.config["nodes"], trace.config["edges"])
+    states = _replay(trace, out)
+    assert [r[0] for r in out["progress"]] == list(range(len(trace.batches)))  # OXW-R18
+    for b, aligned, glob, _ in out["progress"]:
+        assert glob == aligned  # OXW-R16
+        mine = [s for (bb, _), s in states if bb == b]
+        end = mine[-1] if mine else None
+        if end is None:
+            continue
+        source_wms = [end[s] for s in sources]
+        assert all(w is None or glob <= w for w in source_wms)  # sink global never above a source
+        if not sources or None in source_wms:
+            assert glob == I64_MIN  # OXW-R6, R7
+        else:
+            assert glob == min(w for w in source_wms if w is not None)  # OXW-R5
+
+
+@given(watermark_propagation_traces())
+def test_generators_emit_at_every_threshold_th_event_of_their_source(trace: Trace) -> None:
+    out = run_trace(trace)
+    threshold = trace.config.get("advance_threshold", 1)
+    delay = trace.config.get("max_out_of_order_ms", 0)
+    sources = set(sources_of(trace.config["nodes"], trace.config["edges"]))
+    expected = []
+    count: dict[str, int] = {}
+    top: dict[str, int] = {}
+    for b, batch in enumerate(trace.batches):
+        for seq, item in enumerate(batch):
+            if item.kind == "event" and item.key in sources and item.event_time is not None:
+                count[item.key] = count.get(item.key, 0) + 1  # OXW-R1
+                top[item.key] = max(top.get(item.key, item.event_time), item.event_time)
+                if count[item.key] % threshold == 0:  # OXW-R2
+                    expected.append((b, seq, item.key, saturating_sub(top[item.key], delay)))
+    assert out["generated"] == expected
+
+
+@given(watermark_propagation_traces())
+def test_restarts_do_not_change_the_output(trace: Trace) -> None:
+    assert run_trace(trace) == run_trace(replace(trace, restart_after=frozenset()))  # OXW-R19
+
+
+@given(watermark_propagation_traces(near_bounds=True))
+def test_near_the_i64_bounds_the_invariants_hold_and_nothing_wraps(trace: Trace) -> None:
+    out = run_trace(trace)
+    for _, _, _, wm in out["generated"] + out["watermarks"]:
+        assert I64_MIN <= wm < I64_MIN + 10**9  # TR-2: saturated, never wrapped to the top
+
+
+@given(invalid_configs())
+def test_invalid_configurations_are_refused(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidConfig):
+        run_trace(Trace("watermark_propagation", config, ((),)))  # OXW-R9, R10, R20, TR-6
+
+
+@given(dags(), st.data())
+def test_a_refused_cycle_is_a_real_cycle_of_the_graph(
+    graph: tuple[list[str], list[list[str]]], data: Any
+) -> None:
+    nodes, edges = graph
+    if not nodes:
+        return
+    a = data.draw(st.sampled_from(nodes))
+    b = data.draw(st.sampled_from(nodes))
+    try:
+        WatermarkPropagator(nodes, [*edges, [a, b]])
+    except GraphCycle as e:  # OXW-R10
+        cycle = e.cycle
+        assert cycle[0] == cycle[-1] and len(cycle) >= 2
+        pairs = {(x, y) for x, y in [*edges, [a, b]]}
+        assert all((x, y) in pairs for x, y in zip(cycle, cycle[1:], strict=False))
+    except InvalidConfig:
+        assert [a, b] in edges  # a repeated edge, not a cycle
+    else:
+        assert a != b  # a self-loop is always a cycle
+
+
+# ---- the object API -------------------------------------------------------------
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abcd"), st.one_of(st.none(), st.integers(-100, 100))), max_size=12)
+)
+def test_the_aligner_is_the_minimum_with_silent_sources_at_the_lower_bound(
+    calls: list[tuple[str, Any]],
+) -> None:
+    aligner = WatermarkAligner()
+    model: dict[str, int | None] = {}
+    assert aligner.global_watermark() == I64_MIN  # OXW-R6
+    for source, wm in calls:
+        if wm is None:
+            aligner.register_source(source)
+            model.setdefault(source, None)  # OXW-R5: registering again changes nothing
+        else:
+            aligner.update(source, wm)
+            model[source] = wm  # OXW-R5: kept as given, even lower
+        silent = not model or None in model.values()
+        expected = I64_MIN if silent else min(w for w in model.values() if w is not None)  # OXW-R6, R7
+        assert aligner.global_watermark() == expected
+
+
+def test_the_propagator_api_refuses_regressions_non_sources_and_unknown_nodes() -> None:
+    p = WatermarkPropagator(["a", "b", "j"], [["a", "j"], ["b", "j"]])
+    assert p.update("a", 10) == {"a": 10}
+    assert p.update("b", 5) == {"b": 5, "j": 5}
+    assert p.update("a", 10) == {}  # OXW-R12: equal is no regression and changes nothing
+    with pytest.raises(WatermarkViolation) as v:
+        p.update("b", 4)
+    assert (v.value.operator_id, v.value.reason) == ("b", "regression")
+    assert (p.output_watermark("b"), p.output_watermark("j"), p.global_watermark()) == (5, 5, 5)
+    with pytest.raises(NotASource):
+        p.update("j", 50)  # OXW-R11
+    with pytest.raises(UnknownOperator):
+        p.update("x", 50)
+
+
+# ---- engine versus oracle -------------------------------------------------------
+
+
+def _seed() -> int:
+    if "DIFFERENTIAL_SEED" in os.environ:
+        return int(os.environ["DIFFERENTIAL_SEED"])
+    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
+
+
+@pytest.mark.clauses(*(f"OXW-R{i}" for i in range(1, 21)))
+def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
+    """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
+    budget = differential_budget()
+    seed = _seed()
+    near = max(1, budget.traces // 10)
+    traces = generate(watermark_propagation_traces(invalid_config_rate=20), budget.traces - near, seed)
+    traces += generate(watermark_propagation_traces(near_bounds=True), near, seed + 1)
+    report = check_against_reference(
+        engine_under_test,
+        traces,
+        shrink_seconds=budget.shrink_seconds,
+        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
+    )
+    assert report.traces == len(traces)
+
+
+# ---- the Spark operator's state (OXW-R19) -----------------------------------------
+
+
+@pytest.mark.clauses("OXW-R19")
+def test_spark_state_is_versioned_and_bound_to_its_graph() -> None:
+    from spark_impl.watermark_propagation import LAYOUT_VERSION, StreamState, validate_config
+
+    st_ = StreamState()
+    st_.bind(validate_config({"nodes": ["a", "b"], "edges": [["a", "b"]]}))
+    stored = st_.to_tuple()
+    assert StreamState.from_tuple(stored).to_tuple() == stored
+    with pytest.raises(RuntimeError, match=f"version {LAYOUT_VERSION + 1}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple((LAYOUT_VERSION + 1, *stored[1:]))
+    with pytest.raises(RuntimeError, match="written for the sources"):
+        StreamState.from_tuple(stored).bind(validate_config({"nodes": ["c"], "edges": []}))
+
+
+# ---- Spark's own watermark over two sources ---------------------------------------
+
+DELAY = 1000
+
+
+def _native_batches() -> list[tuple[list[int], list[int]]]:
+    """Source A from the start; B silent for two batches, then behind A, then ahead; negative
+    watermarks early on (event times below the delay)."""
+    rng = random.Random(6)
+    a = [[200, 700], [3000, 2500], [6000], [9000, 8000], [], [12_000]]
+    b = [[], [], [400], [4000, 3500], [20_000], [15_000]]
+    return [(x + [rng.randrange(0, 200)], y) for x, y in zip(a, b, strict=True)]
+
+
+@pytest.mark.clauses("OXW-R5", "OXW-R7", "OXW-R16")
+def test_spark_global_watermark_is_the_lagged_aligned_minimum() -> None:
+    """Spark's query watermark of micro-batch k is max(0, the oracle's aligned watermark after
+    batch k - 1), and 0 in batch 0 (spec: "Spark's own watermark, compared")."""
+    from spark_impl.session import get_spark
+    from spark_impl.watermark_propagation import native_watermark_report
+
+    batches = _native_batches()
+    trace = Trace(
+        "watermark_propagation",
+        {
+            "nodes": ["a", "b", "union"],
+            "edges": [["a", "union"], ["b", "union"]],
+            "max_out_of_order_ms": DELAY,
+        },
+        [[*[_event("a", t) for t in xs], *[_event("b", t) for t in ys]] for xs, ys in batches],
+    )
+    aligned = [row[1] for row in sorted(run_trace(trace)["progress"])]
+    report = native_watermark_report(get_spark(), batches, DELAY)
+    spark = [r["watermark"] for r in report if r["batch_id"] < len(batches)]
+    assert [r["input_rows"] for r in report[: len(batches)]] == [len(x) + len(y) for x, y in batches]
+    expected = [0] + [max(0, w) for w in aligned[:-1]]
+    assert spark == expected
+    # the relation is not vacuous: B's silence holds both at their floor, then both move
+    assert aligned[:2] == [I64_MIN, I64_MIN] and expected[:3] == [0, 0, 0] and expected[-1] > 0
+
+
+def _event(source: str, t: int) -> Any:
+    from harness.traces import Item
+
+    return Item("event", key=source, event_time=t)
