@@ -42,6 +42,16 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "partitions": ("batch", "source", "partition", "watermark", "state", "core"),
         "sources": ("batch", "source", "watermark", "active_partitions"),
         "errors": ("batch", "seq", "reason"),
+    },
+    "session_windows": {
+        "sessions": ("batch", "key", "session_start", "session_end", "count", "sum", "reason"),
+        "late": ("batch", "seq", "key", "event_time", "watermark", "verdict"),
+        "timers": ("batch", "key", "session_start", "trigger_time"),
+        "progress": (
+            "batch", "watermark", "open_sessions", "sessions_closed_by_timer",
+            "sessions_closed_by_watermark", "late_events",
+        ),
+        "errors": ("batch", "seq", "reason"),
     },  # fmt: skip
     "watermark_propagation": {
         "generated": ("batch", "seq", "key", "watermark"),

@@ -37,6 +37,13 @@ from reference.partitioned_watermarks import (
     UnknownPartition,
     collect_watermarks,
 )
+from reference.session_windows import (
+    CountAggregator,
+    EmitStrategy,
+    SessionWindowOperator,
+    SumAggregator,
+    TimerService,
+)
 from reference.watermark_propagation import (
     GraphCycle,
     NotASource,
@@ -77,6 +84,11 @@ __all__ = [
     "KeyedWatermarkTracker",
     "MaxKeysReached",
     "WindowResult",
+    "CountAggregator",
+    "EmitStrategy",
+    "SessionWindowOperator",
+    "SumAggregator",
+    "TimerService",
     "GraphCycle",
     "NotASource",
     "UnknownOperator",

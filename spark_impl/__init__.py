@@ -10,6 +10,8 @@ Modules (one name per spec area, see DESIGN.md):
 - ``partitioned_watermarks``: the F064 operator ``partitioned_watermarks(df, ...)``
   and ``native_watermark_report``, Spark's own watermark on the same rows.
 - ``eventtime_buffer``: the veloFlux reorder stage ``eventtime_buffer(df, ...)``.
+- ``session_windows``: F017E session windows ``session_windows(df, ...)`` and
+  ``native_session_report``, Spark's own ``session_window`` on the same events.
 - ``watermark_propagation``: oxirs generation, alignment and propagation
   ``watermark_propagation(df, ...)`` and ``native_watermark_report`` (two sources).
 - ``late_data``: oxirs late-data routing ``late_data(df, ...)``.
@@ -32,6 +34,7 @@ __all__ = [
     "late_data",
     "partitioned_watermarks",
     "session",
+    "session_windows",
     "trace_source",
     "watermark_propagation",
 ]

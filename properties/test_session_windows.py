@@ -1,0 +1,379 @@
+"""F017E session windows: invariants of the oracle, and engine-vs-oracle differential tests.
+
+Invariants run on the oracle (reference/session_windows.py), through its API
+(a Hypothesis state machine with checkpoints and restores) and through its
+stream (``run_trace``); each recomputes a clause from the trace itself. The
+pure core of the Spark operator (``process_rows``, no Spark) is checked
+against the oracle on rows in shuffled order. The differential tests feed
+every engine chosen with ``--engine`` (except the reference) generated traces
+in ONE ``run`` call: the general one with restarts at random boundaries, and
+the restart property (every trace has a restart; the output must equal the
+uninterrupted run, on the engine itself and on the oracle).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import defaultdict
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from harness.differential import check_against_reference
+from harness.engine import run_canonical
+from harness.hypothesis_profiles import differential_budget, profile_name
+from harness.outputs import TABLES, canonical, diff
+from harness.traces import InvalidConfig, Item, Trace
+from properties.session_windows_strategies import (
+    invalid_session_window_configs,
+    session_window_configs,
+    session_window_traces,
+)
+from properties.strategies import generate
+from reference.session_windows import (
+    BoundedOutOfOrdernessGenerator,
+    Event,
+    OperatorContext,
+    SessionResult,
+    SessionWindowOperator,
+    SessionWindowStream,
+    TimerService,
+    run_trace,
+    timer_key,
+)
+
+AREA = "session_windows"
+
+
+def _events(trace: Trace) -> list[tuple[int, int, Item]]:
+    """The well-formed events (F017E-R20) with their batch and seq, in arrival order."""
+    return [
+        (b, s, i)
+        for b, batch in enumerate(trace.batches)
+        for s, i in enumerate(batch)
+        if i.kind == "event" and i.key is not None and i.event_time is not None
+    ]
+
+
+def _settings(trace: Trace) -> tuple[int, int, int]:
+    c = trace.config
+    return c["gap"], c.get("bounded_delay", 0), c.get("allowed_lateness", 0)
+
+
+def _watermarks(trace: Trace) -> list[int]:
+    """F017E-R5/R6: the watermark just after each well-formed event."""
+    _, delay, _ = _settings(trace)
+    out, top = [], None
+    for _, _, i in _events(trace):
+        assert i.event_time is not None
+        top = i.event_time if top is None else max(top, i.event_time)
+        out.append(top - delay)
+    return out
+
+
+def _final_open_sessions(trace: Trace) -> list[tuple[str, int, int, int, int]]:
+    """(key, start, last, count, sum) of the sessions still open after the trace."""
+    stream = SessionWindowStream(dict(trace.config))
+    for b, batch in enumerate(trace.batches):
+        stream.run_batch(b, batch)
+    return [(k, s.start, s.last, s.accs[0], s.accs[1]) for k, s in stream.operator.open_sessions()]
+
+
+# ---- configuration ----------------------------------------------------------------------
+
+
+@pytest.mark.clauses("F017E-R18")
+@given(invalid_session_window_configs(), session_window_configs())
+def test_invalid_configurations_are_refused_by_both_implementations(
+    bad: dict[str, Any], good: dict[str, Any]
+) -> None:
+    from spark_impl.session_windows import validate_config
+
+    with pytest.raises(InvalidConfig):
+        run_trace(Trace(AREA, bad, [[Item("event", key="a", event_time=0)]]))
+    with pytest.raises(InvalidConfig):
+        validate_config(bad)
+    validate_config(good)
+    run_trace(Trace(AREA, good, [[]]))
+
+
+# ---- the stream -------------------------------------------------------------------------------
+
+
+@pytest.mark.clauses("F017E-R17", "F017E-R15", "F017E-R16")
+@given(session_window_traces(max_batches=7))
+def test_restarts_do_not_change_the_output(trace: Trace) -> None:
+    plain = run_trace(replace(trace, restart_after=frozenset()))
+    assert run_trace(trace) == plain
+    everywhere = frozenset(range(len(trace.batches) - 1))
+    assert run_trace(replace(trace, restart_after=everywhere)) == plain
+
+
+@pytest.mark.clauses("F017E-R1", "F017E-R2", "F017E-R3", "F017E-R4", "F017E-R10", "F017E-R22")
+@given(session_window_traces(restarts=False))
+def test_sessions_are_the_components_of_the_on_time_events(trace: Trace) -> None:
+    """Every on-time event is in exactly one session, emitted or open, and the sessions are the
+    groups of each key's on-time events no more than gap apart (R3, R22): no session is split,
+    merged wrongly, lost or emitted twice."""
+    gap, _, _ = _settings(trace)
+    out = run_trace(trace)
+    late = {(b, s) for b, s, *_ in out["late"]}
+    by_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for b, s, i in _events(trace):
+        if (b, s) not in late:
+            assert i.key is not None and i.event_time is not None
+            by_key[i.key].append((i.event_time, i.value))
+    expected = []
+    for key, evs in by_key.items():
+        evs.sort()
+        group = [evs[0]]
+        for t, v in evs[1:]:
+            if t - group[-1][0] > gap:  # F017E-R3: more than gap apart starts a new session
+                expected.append((key, group[0][0], group[-1][0], len(group), sum(x for _, x in group)))
+                group = []
+            group.append((t, v))
+        expected.append((key, group[0][0], group[-1][0], len(group), sum(x for _, x in group)))
+    emitted = [(k, start, end - gap, n, total) for _, k, start, end, n, total, _ in out["sessions"]]
+    assert sorted(emitted + _final_open_sessions(trace)) == sorted(expected)
+
+
+@pytest.mark.clauses("F017E-R5", "F017E-R6", "F017E-R7", "F017E-R8", "F017E-R9", "F017E-R12", "F017E-R14")
+@given(session_window_traces(restarts=False))
+def test_a_session_closes_in_the_batch_the_watermark_passes_it_and_says_why(trace: Trace) -> None:
+    gap, delay, lateness = _settings(trace)
+    out = run_trace(trace)
+    events, marks = _events(trace), _watermarks(trace)
+    progress = {row[0]: row for row in out["progress"]}
+    assert sorted(progress) == list(range(len(trace.batches)))  # F017E-R19: one row per batch
+    by_reason = {"timer": 0, "watermark": 0}
+    for b, key, _start, end, _n, _sum, reason in sorted(out["sessions"]):
+        deadline = end + lateness
+        passing = next(n for n, w in enumerate(marks) if w > deadline)  # F017E-R7: strictly greater
+        assert events[passing][0] == b  # emitted in the batch of the first passing event
+        assert reason == ("watermark" if events[passing][2].key == key else "timer")  # F017E-R8
+        by_reason[reason] += 1
+        assert progress[b][3] >= by_reason["timer"] and progress[b][4] >= by_reason["watermark"]
+    last = progress[len(trace.batches) - 1]
+    assert (last[3], last[4]) == (by_reason["timer"], by_reason["watermark"])  # F017E-R9
+    timers = defaultdict(list)
+    for b, key, start, trigger in out["timers"]:
+        timers[b].append((key, start, trigger))
+        assert marks and trigger >= progress[b][1]  # F017E-R7: no open session is passed
+    for b, row in progress.items():
+        assert row[2] == len(timers[b])  # F017E-R12: one pending timer per open session
+        seen = [w for (eb, _, _), w in zip(events, marks, strict=True) if eb <= b]
+        assert row[1] == (seen[-1] if seen else None)  # F017E-R5: max event time minus delay
+    for key, start, last_t, _n, _s in _final_open_sessions(trace):  # F017E-R12: at end + lateness
+        assert (key, start, last_t + gap + lateness) in timers[len(trace.batches) - 1]
+    assert delay >= 0
+
+
+@pytest.mark.clauses("F017E-R10", "F017E-R11")
+@given(session_window_traces(restarts=False))
+def test_late_iff_older_than_the_watermark_minus_the_lateness(trace: Trace) -> None:
+    _, _, lateness = _settings(trace)
+    strategy = trace.config.get("emit_strategy", "OnWindowClose")
+    out = run_trace(trace)
+    late = {(b, s): (w, v) for b, s, _k, _t, w, v in out["late"]}
+    for (b, s, i), w in zip(_events(trace), _watermarks(trace), strict=True):
+        assert i.event_time is not None
+        is_late = i.event_time + lateness < w  # F017E-R10
+        assert ((b, s) in late) == is_late
+        if is_late:
+            assert late[(b, s)] == (w, "late_output" if strategy == "OnWindowClose" else "dropped")
+    other = "Final" if strategy == "OnWindowClose" else "OnWindowClose"
+    twin = run_trace(replace(trace, config={**trace.config, "emit_strategy": other}))
+    assert {k: v for k, v in twin.items() if k != "late"} == {k: v for k, v in out.items() if k != "late"}
+    assert [r[:5] for r in twin["late"]] == [r[:5] for r in out["late"]]  # F017E-R11: only the route differs
+
+
+@pytest.mark.clauses("F017E-R20")
+@given(session_window_traces())
+def test_malformed_items_change_nothing_but_the_errors_table(trace: Trace) -> None:
+    bad = {(b, s) for b, batch in enumerate(trace.batches) for s, i in enumerate(batch)
+           if i.kind != "event" or i.key is None or i.event_time is None}  # fmt: skip
+    cleaned = replace(trace, batches=tuple(
+        tuple(i for s, i in enumerate(batch) if (b, s) not in bad) for b, batch in enumerate(trace.batches)
+    ))  # fmt: skip
+    out, clean = run_trace(trace), run_trace(cleaned)
+    assert sorted((b, s) for b, s, _ in out["errors"]) == sorted(bad)
+    # seq numbers shift when items are removed: compare the late table without them
+    assert [r[:1] + r[2:] for r in out["late"]] == [r[:1] + r[2:] for r in clean["late"]]
+    assert {k: v for k, v in out.items() if k not in ("errors", "late")} == {
+        k: v for k, v in clean.items() if k not in ("errors", "late")
+    }
+
+
+# ---- the object API with checkpoints and restores ----------------------------------------------
+
+
+class OperatorMachine(RuleBasedStateMachine):
+    """Process events; checkpoint and restore into a new operator (new or same timer service);
+    a twin operator that is never restarted must emit exactly the same, call by call."""
+
+    @initialize(config=session_window_configs())
+    def setup(self, config: dict[str, Any]) -> None:
+        self.gap = config["gap"]
+        self.lateness = config.get("allowed_lateness", 0)
+        self.delay = config.get("bounded_delay", 0)
+        self.strategy = config.get("emit_strategy", "OnWindowClose")
+        self.op, self.ctx = self._new(), self._ctx(None)
+        self.twin, self.twin_ctx = self._new(), self._ctx(None)
+        self.now = 0
+
+    def _new(self) -> SessionWindowOperator:
+        return SessionWindowOperator(self.gap, None, self.lateness, "op", self.strategy)
+
+    def _ctx(self, max_timestamp: int | None) -> OperatorContext:
+        return OperatorContext(TimerService(), BoundedOutOfOrdernessGenerator(self.delay, max_timestamp))
+
+    @rule(
+        key=st.sampled_from("abc"), step=st.integers(0, 400), back=st.integers(0, 1500), v=st.integers(-3, 9)
+    )
+    def process(self, key: str, step: int, back: int, v: int) -> None:
+        self.now += step
+        event = Event(key, max(0, self.now - back), v)
+        assert self.op.process(event, self.ctx) == self.twin.process(event, self.twin_ctx)  # F017E-R16
+        watermark = self.ctx.watermark_generator.current_watermark()
+        assert watermark is not None
+        for _, s in self.op.open_sessions():
+            assert not self.op.trigger_time(s) < watermark  # F017E-R7/R8: nothing passed stays open
+
+    @rule(same_service=st.booleans())
+    def restart(self, same_service: bool) -> None:
+        state = self.op.checkpoint()
+        max_ts = self.ctx.watermark_generator.max_timestamp
+        ctx = self.ctx if same_service else self._ctx(max_ts)
+        self.op = self._new()
+        self.op.restore(state, ctx)  # F017E-R16
+        self.ctx = ctx
+        if not same_service:  # F017E-R16: exactly the pending timers are registered again
+            expected = sorted((t, timer_key(k, sid)) for (k, sid), t in self.op.pending_timers.items())
+            assert [(t.timestamp, t.key) for t in ctx.timers.list_timers()] == expected
+
+    @invariant()
+    def one_pending_timer_per_open_session_and_registered(self) -> None:
+        if not hasattr(self, "op"):
+            return
+        op = self.op
+        sessions = op.open_sessions()
+        assert len(op.pending_timers) == len(sessions)  # F017E-R12
+        registered = {(t.timestamp, t.key) for t in self.ctx.timers.list_timers()}
+        for key, s in sessions:
+            when = op.pending_timers[(key, s.session_id)]
+            assert when == op.trigger_time(s)
+            assert (when, timer_key(key, s.session_id)) in registered  # F017E-R13
+        assert op.metrics() == self.twin.metrics()
+
+
+TestOperatorMachine = OperatorMachine.TestCase
+TestOperatorMachine = pytest.mark.clauses("F017E-R12", "F017E-R13", "F017E-R15", "F017E-R16", "F017E-R7")(
+    TestOperatorMachine
+)
+
+
+@pytest.mark.clauses("F017E-R13")
+def test_a_stale_timer_fired_by_hand_closes_nothing() -> None:
+    op = SessionWindowOperator(1000)
+    ctx = OperatorContext(TimerService(), BoundedOutOfOrdernessGenerator(0))
+    op.process(Event("a", 0), ctx)
+    op.process(Event("a", 500), ctx)
+    stale, current = ctx.timers.list_timers()
+    assert op.on_timer(stale, ctx) == [] and op.on_timer(current, ctx) != []
+    assert op.on_timer(current, ctx) == []  # closed already: stale too
+    assert isinstance(op.process(Event("a", 9000), ctx), list) and op.metrics().sessions_closed_by_timer == 1
+    assert not any(isinstance(o, SessionResult) for o in op.on_timer(current, ctx))
+
+
+# ---- the Spark operator's pure core (no Spark) ------------------------------------------------
+
+
+def _core_run(trace: Trace, shuffle_seed: int) -> dict[str, list[tuple[Any, ...]]]:
+    """spark_impl.session_windows.process_rows batch by batch, state through its stored form."""
+    from spark_impl.session_windows import StreamState, process_rows, validate_config
+
+    cfg = validate_config(trace.config)
+    stored = None
+    out: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TABLES[AREA]}
+    for b, batch in enumerate(trace.batches):
+        rows = [
+            {"sw_batch": b, "sw_seq": s, "sw_kind": "batch_end" if i is None else i.kind,
+             "sw_key": None if i is None else i.key,
+             "sw_et": 0 if i is None or i.event_time is None else i.event_time,
+             "sw_et_null": i is None or i.event_time is None, "sw_value": 0 if i is None else i.value}
+            for s, i in enumerate([*batch, None])
+        ]  # fmt: skip
+        pdf = pd.DataFrame(rows).sample(frac=1, random_state=shuffle_seed + b)  # physical order is no order
+        st_ = StreamState.from_tuple(stored) if stored is not None else StreamState()
+        result = process_rows(st_, pdf, cfg, "s", has_batch=True)
+        stored = st_.to_tuple()
+        for r in result.to_dict("records"):
+            out[r["output"]].append(tuple(None if pd.isna(r[c]) else r[c] for c in TABLES[AREA][r["output"]]))
+    return canonical(AREA, out)
+
+
+@pytest.mark.clauses("F017E-R22", "F017E-R3", "F017E-R8", "F017E-R15")
+@given(session_window_traces(restarts=False), st.integers(0, 1000))
+def test_the_vectorised_spark_core_equals_the_event_by_event_oracle(trace: Trace, shuffle_seed: int) -> None:
+    expected = canonical(AREA, run_trace(trace))
+    actual = _core_run(trace, shuffle_seed)
+    assert expected == actual, diff(AREA, expected, actual)
+
+
+@pytest.mark.clauses("F017E-R15")
+def test_spark_state_layout_is_versioned() -> None:
+    """A checkpoint of another layout version is refused with both versions named, never misread."""
+    from spark_impl.session_windows import LAYOUT_VERSION, StreamState
+
+    stored = StreamState().to_tuple()
+    assert StreamState.from_tuple(stored).to_tuple() == stored
+    with pytest.raises(RuntimeError, match=f"version {LAYOUT_VERSION + 1}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple((LAYOUT_VERSION + 1, *stored[1:]))
+
+
+# ---- engine versus oracle --------------------------------------------------------------------
+
+
+def _seed() -> int:
+    if "DIFFERENTIAL_SEED" in os.environ:
+        return int(os.environ["DIFFERENTIAL_SEED"])
+    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
+
+
+ALL_CLAUSES = tuple(f"F017E-R{n}" for n in range(1, 23) if n != 21)
+
+
+@pytest.mark.clauses(*ALL_CLAUSES)
+def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
+    """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
+    budget = differential_budget()
+    seed = _seed()
+    traces = generate(session_window_traces(invalid_config_rate=40), budget.traces, seed)
+    report = check_against_reference(
+        engine_under_test, traces, shrink_seconds=budget.shrink_seconds,
+        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
+    )  # fmt: skip
+    assert report.traces == budget.traces
+
+
+RESTART_TRACES = 24
+
+
+@pytest.mark.clauses("F017E-R14", "F017E-R15", "F017E-R16", "F017E-R17")
+def test_restarts_change_nothing_on_the_engine(engine_under_test: Any) -> None:
+    """At least 20 generated traces, each with a restart: the engine's output equals its own
+    uninterrupted run and the oracle's (no session lost, none emitted twice)."""
+    traces = generate(session_window_traces(min_restarts=1, max_batches=4), RESTART_TRACES, _seed() + 1)
+    assert len(traces) >= 20 and all(t.restart_after for t in traces)
+    restarted = run_canonical(engine_under_test, traces)
+    plain = [replace(t, restart_after=frozenset()) for t in traces]
+    uninterrupted = run_canonical(engine_under_test, plain)
+    for t, r, u in zip(plain, restarted, uninterrupted, strict=True):
+        oracle = canonical(AREA, run_trace(t))
+        assert r == u == oracle, f"{t.describe()}\n{diff(AREA, oracle, r if r != oracle else u)}"  # type: ignore[arg-type]
