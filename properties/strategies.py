@@ -26,12 +26,17 @@ assignments and malformed items (see its docstring).
 
 from __future__ import annotations
 
+import os
+import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from harness.differential import Report, check_against_reference
+from harness.engine import Engine
+from harness.hypothesis_profiles import differential_budget, profile_name
 from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, Item, Trace
 
 AREA = "keyed_watermarks"
@@ -337,7 +342,37 @@ def generate(strategy: st.SearchStrategy[Trace], n: int, seed_value: int = 0) ->
     return [replace(t, name=f"generated #{i} (seed {seed_value})") for i, t in enumerate(out.values())]
 
 
+def differential_seed() -> int:
+    """``$DIFFERENTIAL_SEED``, else 0 under the ``ci`` profile (reproducible) and a fresh one otherwise."""
+    if "DIFFERENTIAL_SEED" in os.environ:
+        return int(os.environ["DIFFERENTIAL_SEED"])
+    return 0 if profile_name() == "ci" else random.randrange(2**31)
+
+
+def check_generated(engine: Engine, *parts: tuple[st.SearchStrategy[Trace], float]) -> Report:
+    """An area's differential test: the profile's number of traces, drawn from ``parts``
+    (strategy, share of the traces), run through ``engine`` in ONE call and compared with
+    the oracle; a difference is shrunk and printed as Gherkin (harness.differential)."""
+    budget = differential_budget()
+    seed_value = differential_seed()
+    traces: list[Trace] = []
+    for i, (strategy, share) in enumerate(parts):
+        n = budget.traces - len(traces) if i == len(parts) - 1 else max(1, round(budget.traces * share))
+        traces += generate(strategy, n, seed_value + i)
+    report = check_against_reference(
+        engine,
+        traces,
+        shrink_seconds=budget.shrink_seconds,
+        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed_value}",
+    )
+    if report.traces != budget.traces:
+        raise AssertionError(f"{report.traces} traces were checked, the profile asks for {budget.traces}")
+    return report
+
+
 __all__ = [
+    "check_generated",
+    "differential_seed",
     "generate",
     "NEVER_SOURCE",
     "PARTITIONED_AREA",

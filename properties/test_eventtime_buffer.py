@@ -11,8 +11,6 @@ traces in ONE ``run`` call and compares each output with the oracle's.
 from __future__ import annotations
 
 import math
-import os
-import random
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -21,11 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.differential import check_against_reference
-from harness.hypothesis_profiles import differential_budget, profile_name
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_sub
 from properties.eventtime_buffer_strategies import INVALID_CONFIGS, eventtime_buffer_traces
-from properties.strategies import generate
+from properties.strategies import check_generated
 from reference.eventtime_buffer import (
     BUILTIN_TYPES,
     PARSER_CATALOGUE,
@@ -207,25 +203,10 @@ def test_the_registry_starts_with_exactly_the_two_built_ins() -> None:
 # ---- engine versus oracle ------------------------------------------------------------------
 
 
-def _seed() -> int:
-    if "DIFFERENTIAL_SEED" in os.environ:
-        return int(os.environ["DIFFERENTIAL_SEED"])
-    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
-
-
 @pytest.mark.clauses(*(f"VELO-R{n}" for n in range(1, 25) if n != 6))
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
-    budget = differential_budget()
-    seed = _seed()
-    traces = generate(eventtime_buffer_traces(invalid_config_rate=10), budget.traces, seed)
-    report = check_against_reference(
-        engine_under_test,
-        traces,
-        shrink_seconds=budget.shrink_seconds,
-        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
-    )
-    assert report.traces == budget.traces
+    check_generated(engine_under_test, (eventtime_buffer_traces(invalid_config_rate=10), 1.0))
 
 
 # ---- the Spark operator's state layout (VELO-R24) -------------------------------------------

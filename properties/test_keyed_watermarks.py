@@ -23,8 +23,6 @@ precisely (the seed's third property), derived from F065-R5/R7:
 
 from __future__ import annotations
 
-import os
-import random
 from dataclasses import replace
 from typing import Any
 
@@ -33,13 +31,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from harness.differential import check_against_reference
-from harness.hypothesis_profiles import differential_budget, profile_name
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
 from properties.strategies import (
     ABSENT_KEY,
-    generate,
+    check_generated,
     i64_edge_times,
     invalid_keyed_watermark_configs,
     keyed_watermark_configs,
@@ -461,12 +457,6 @@ def test_the_first_window_starts_at_the_lower_bound() -> None:
 # ---- engine versus oracle --------------------------------------------------------------
 
 
-def _seed() -> int:
-    if "DIFFERENTIAL_SEED" in os.environ:
-        return int(os.environ["DIFFERENTIAL_SEED"])
-    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
-
-
 @pytest.mark.clauses(
     "F065-R1",
     "F065-R2",
@@ -494,16 +484,7 @@ def _seed() -> int:
 )
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
-    budget = differential_budget()
-    seed = _seed()
-    traces = generate(keyed_watermark_traces(invalid_config_rate=50), budget.traces, seed)
-    report = check_against_reference(
-        engine_under_test,
-        traces,
-        shrink_seconds=budget.shrink_seconds,
-        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
-    )
-    assert report.traces == budget.traces
+    check_generated(engine_under_test, (keyed_watermark_traces(invalid_config_rate=50), 1.0))
 
 
 # ---- the Spark operator's state layout (F065-R24, DESIGN: versioned state) ---------------

@@ -9,8 +9,6 @@ the oracle's; a difference is shrunk and printed as a scenario.
 
 from __future__ import annotations
 
-import os
-import random
 from dataclasses import replace
 from typing import Any
 
@@ -18,12 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.differential import check_against_reference
-from harness.hypothesis_profiles import differential_budget, profile_name
 from harness.outputs import TABLES, Row
 from harness.traces import I64_MAX, InvalidConfig, Trace
 from properties.late_data_strategies import INVALID_CONFIGS, late_data_traces
-from properties.strategies import generate
+from properties.strategies import check_generated
 from reference.late_data import SideOutputRouter, config_from_trace, run_trace, window_of
 
 TRACES = late_data_traces(edge_rate=10)
@@ -218,28 +214,13 @@ def test_the_router_drains_a_channel_in_routing_order_and_leaves_the_others(
 # ---- differential ---------------------------------------------------------------------------
 
 
-def _seed() -> int:
-    if "DIFFERENTIAL_SEED" in os.environ:
-        return int(os.environ["DIFFERENTIAL_SEED"])
-    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
-
-
 @pytest.mark.clauses(
     "OXL-R1", "OXL-R2", "OXL-R3", "OXL-R4", "OXL-R5", "OXL-R6", "OXL-R7", "OXL-R8", "OXL-R9", "OXL-R10",
     "OXL-R11", "OXL-R12", "OXL-R14", "OXL-R15", "OXL-R16", "OXL-R17", "OXL-R18",
 )  # fmt: skip
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
-    budget = differential_budget()
-    seed = _seed()
-    traces = generate(late_data_traces(invalid_config_rate=5), budget.traces, seed)
-    report = check_against_reference(
-        engine_under_test,
-        traces,
-        shrink_seconds=budget.shrink_seconds,
-        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
-    )
-    assert report.traces == budget.traces
+    check_generated(engine_under_test, (late_data_traces(invalid_config_rate=5), 1.0))
 
 
 # ---- the Spark operator's state layout (OXL-R18, DESIGN: versioned state) -------------------

@@ -24,8 +24,6 @@ means precisely, given that the combined is monotone (F064-R7):
 
 from __future__ import annotations
 
-import os
-import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,15 +33,13 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from harness.differential import check_against_reference
-from harness.hypothesis_profiles import differential_budget, profile_name
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, PARTITIONED_REQUIRED_FIELDS, InvalidConfig, Item, Trace, saturating_sub
 from properties.strategies import (
     NEVER_SOURCE,
     PARTITION_MAX,
+    check_generated,
     delays,
-    generate,
     i64_edge_times,
     invalid_partitioned_watermark_configs,
     partitioned_watermark_traces,
@@ -882,27 +878,12 @@ def test_invalid_configurations_are_refused(config: dict[str, Any], trace: Trace
 # ---- engine versus oracle --------------------------------------------------------------
 
 
-def _seed() -> int:
-    if "DIFFERENTIAL_SEED" in os.environ:
-        return int(os.environ["DIFFERENTIAL_SEED"])
-    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
-
-
 @pytest.mark.clauses(*STREAM_CLAUSES)
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
     if "partitioned_watermarks" not in engine_under_test.areas:
         pytest.skip(f"engine {engine_under_test.name} does not implement partitioned_watermarks")
-    budget = differential_budget()
-    seed = _seed()
-    traces = generate(partitioned_watermark_traces(invalid_config_rate=50), budget.traces, seed)
-    report = check_against_reference(
-        engine_under_test,
-        traces,
-        shrink_seconds=budget.shrink_seconds,
-        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
-    )
-    assert report.traces == budget.traces
+    check_generated(engine_under_test, (partitioned_watermark_traces(invalid_config_rate=50), 1.0))
 
 
 # ---- the Spark operator's auto_register option (no registration rows in the stream) ---------

@@ -13,8 +13,6 @@ uninterrupted run, on the engine itself and on the oracle).
 
 from __future__ import annotations
 
-import os
-import random
 from collections import defaultdict
 from dataclasses import replace
 from typing import Any
@@ -25,9 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from harness.differential import check_against_reference
 from harness.engine import run_canonical
-from harness.hypothesis_profiles import differential_budget, profile_name
 from harness.outputs import TABLES, canonical, diff
 from harness.traces import InvalidConfig, Item, Trace
 from properties.session_windows_strategies import (
@@ -35,7 +31,7 @@ from properties.session_windows_strategies import (
     session_window_configs,
     session_window_traces,
 )
-from properties.strategies import generate
+from properties.strategies import check_generated, differential_seed, generate
 from reference.session_windows import (
     BoundedOutOfOrdernessGenerator,
     Event,
@@ -340,26 +336,13 @@ def test_spark_state_layout_is_versioned() -> None:
 # ---- engine versus oracle --------------------------------------------------------------------
 
 
-def _seed() -> int:
-    if "DIFFERENTIAL_SEED" in os.environ:
-        return int(os.environ["DIFFERENTIAL_SEED"])
-    return 0 if profile_name() == "ci" else random.randrange(2**31)  # ci: reproducible
-
-
 ALL_CLAUSES = tuple(f"F017E-R{n}" for n in range(1, 23) if n != 21)
 
 
 @pytest.mark.clauses(*ALL_CLAUSES)
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
-    budget = differential_budget()
-    seed = _seed()
-    traces = generate(session_window_traces(invalid_config_rate=40), budget.traces, seed)
-    report = check_against_reference(
-        engine_under_test, traces, shrink_seconds=budget.shrink_seconds,
-        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed}",
-    )  # fmt: skip
-    assert report.traces == budget.traces
+    check_generated(engine_under_test, (session_window_traces(invalid_config_rate=40), 1.0))
 
 
 RESTART_TRACES = 24
@@ -369,7 +352,8 @@ RESTART_TRACES = 24
 def test_restarts_change_nothing_on_the_engine(engine_under_test: Any) -> None:
     """At least 20 generated traces, each with a restart: the engine's output equals its own
     uninterrupted run and the oracle's (no session lost, none emitted twice)."""
-    traces = generate(session_window_traces(min_restarts=1, max_batches=4), RESTART_TRACES, _seed() + 1)
+    restart_traces = session_window_traces(min_restarts=1, max_batches=4)
+    traces = generate(restart_traces, RESTART_TRACES, differential_seed() + 1)
     assert len(traces) >= 20 and all(t.restart_after for t in traces)
     restarted = run_canonical(engine_under_test, traces)
     plain = [replace(t, restart_after=frozenset()) for t in traces]
