@@ -1,0 +1,264 @@
+"""Shared benchmark helpers: timed streaming runs, alternating repeats, peak memory, state size.
+
+(Not named ``harness.py``: scripts in ``bench/`` run with ``bench/`` first on
+``sys.path``, where a ``harness`` module would hide the project's ``harness``
+package that ``spark_impl`` imports.)
+
+- ``run_query``: one streaming query (noop sink by default, Trigger.AvailableNow),
+  timed on the wall clock; the first micro-batch carries the start-up cost, so the
+  warm figures leave it out. Reads the state size from the last progress
+  (``stateOperators``) and the checkpoint's ``state/`` folder.
+- ``alternate``: runs several named queries in turn, ``repeats`` times, so every
+  query sees the same machine state; ``median`` and ``paired_ratio`` summarise.
+- ``TreeMemory``: samples the RSS of this process and all its descendants (the
+  JVM, Spark's Python daemon and workers) in a background thread; its peak
+  is reported per run (JVM heap is not returned to the OS, so a later run's
+  peak includes what earlier runs made the JVM reserve; Python workers are
+  forked from one daemon, so their shared pages count once per worker).
+- ``machine``: cores, load average and memory, for the results file.
+
+Benchmarks report figures; nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+try:
+    import psutil
+except ImportError:  # the /proc fallback below covers Linux
+    psutil = None
+
+
+# ---- memory ------------------------------------------------------------------
+
+
+def _children_proc(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids.extend(int(c) for c in f.read().split())
+    except OSError:
+        return []
+    return kids
+
+
+def _rss_proc(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def tree_rss() -> dict[str, int]:
+    """RSS bytes of this process tree, split into driver, JVM and Python workers."""
+    split = {"driver": 0, "jvm": 0, "python_workers": 0, "other": 0, "launcher": 0}
+    if psutil is not None:
+        me = psutil.Process()
+        procs = [me, *me.children(recursive=True)]
+        for p in procs:
+            try:
+                rss, name = p.memory_info().rss, p.name()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            split[_role(p.pid == me.pid, name)] += rss
+        return split
+    todo, seen = [os.getpid()], []
+    while todo:
+        pid = todo.pop()
+        seen.append(pid)
+        todo.extend(_children_proc(pid))
+    for pid in seen:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        split[_role(pid == os.getpid(), name)] += _rss_proc(pid)
+    return split
+
+
+def _role(is_driver: bool, name: str) -> str:
+    if name == "jspawnhelper":
+        return "launcher"  # the JVM's short-lived process launcher: briefly shares the JVM's pages
+    if is_driver:
+        return "driver"
+    if name.startswith("java"):
+        return "jvm"
+    if name.startswith("python"):
+        return "python_workers"
+    return "other"
+
+
+class TreeMemory:
+    """Peak RSS of the process tree while the ``with`` block runs (sampled every ``interval`` s)."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.peak_total = 0
+        self.peak: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self) -> None:
+        split = tree_rss()
+        split.pop("launcher")
+        total = sum(split.values())
+        if total > self.peak_total:
+            self.peak_total, self.peak = total, split
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> TreeMemory:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+# ---- state size --------------------------------------------------------------
+
+
+def dir_bytes(path: str) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def latest_state_bytes(checkpoint: str) -> int:
+    """Bytes of the RocksDB SST files under the checkpoint's ``state/`` folder.
+
+    Versions share SST files and old ones stay until maintenance removes them,
+    so this is an upper estimate of what the state holds at the end; state
+    still in the changelog (not yet flushed to an SST file) is not counted.
+    """
+    total = 0
+    for root, _, files in os.walk(os.path.join(checkpoint, "state")):
+        for f in files:
+            if f.endswith(".sst"):
+                total += os.path.getsize(os.path.join(root, f))
+    return total
+
+
+def state_metrics(progress: Any) -> dict[str, float]:
+    """Rows, memory and SST bytes of the stateful operators in one progress (summed over operators)."""
+    rows = memory = sst = 0.0
+    for op in getattr(progress, "stateOperators", None) or []:
+        rows += float(op.numRowsTotal or 0)
+        memory += float(op.memoryUsedBytes or 0)
+        metrics = op.customMetrics or {}
+        sst += float(metrics.get("rocksdbSstFileSize", 0) or 0)
+    return {"state_rows": rows, "state_memory_bytes": memory, "state_sst_bytes": sst}
+
+
+# ---- timed runs --------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    wall: float
+    rows: float
+    batches: int
+    warm_rows: float
+    warm_busy: float
+    peak_rss: int
+    peak_split: dict[str, int]
+    state: dict[str, float] = field(default_factory=dict)
+    checkpoint_state_bytes: int = 0
+
+    def rate(self, share: float = 1.0) -> float:
+        return share * self.rows / self.wall if self.wall else float("nan")
+
+    def warm_rate(self, share: float = 1.0) -> float:
+        return share * self.warm_rows / self.warm_busy if self.warm_busy else float("nan")
+
+
+def run_query(df: Any, mode: str, checkpoint: str, sink: str = "noop") -> Run:
+    """Runs one streaming query to the end of its input (Trigger.AvailableNow) and measures it."""
+    with TreeMemory() as memory:
+        started = time.perf_counter()
+        writer = df.writeStream.format(sink).outputMode(mode).option("checkpointLocation", checkpoint)
+        if sink != "noop":
+            writer = writer.option("path", checkpoint + "-out")
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+        wall = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    progress = list(query.recentProgress)
+    busy = [p for p in progress if p.numInputRows > 0]
+    durations = [p.durationMs["triggerExecution"] / 1000 for p in busy]
+    rows = [float(p.numInputRows) for p in busy]
+    return Run(
+        wall=wall,
+        rows=sum(rows),
+        batches=len(busy),
+        warm_rows=sum(rows[1:]),
+        warm_busy=sum(durations[1:]),
+        peak_rss=memory.peak_total,
+        peak_split=memory.peak,
+        state=state_metrics(progress[-1]) if progress else {},
+        checkpoint_state_bytes=latest_state_bytes(checkpoint),
+    )
+
+
+def alternate(queries: Mapping[str, Callable[[int], Run]], repeats: int) -> dict[str, list[Run]]:
+    """Runs each named query once per round, ``repeats`` rounds, in the given order."""
+    runs: dict[str, list[Run]] = {name: [] for name in queries}
+    for attempt in range(repeats):
+        for name, start in queries.items():
+            runs[name].append(start(attempt))
+    return runs
+
+
+def median(values: Iterable[float]) -> float:
+    vals = [v for v in values if v == v]  # NaN-free
+    return statistics.median(vals) if vals else float("nan")
+
+
+def paired_ratio(ours: list[Run], theirs: list[Run], warm: bool = False) -> float:
+    """The median of the per-round ratios ours/theirs (runs of one round saw the same machine state)."""
+    if warm:
+        return median(a.warm_rate() / b.warm_rate() for a, b in zip(ours, theirs, strict=True))
+    return median(a.rate() / b.rate() for a, b in zip(ours, theirs, strict=True))
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+# ---- machine -----------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"cores": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]}
+    if psutil is not None:
+        vm = psutil.virtual_memory()
+        info["memory_total_gb"] = round(vm.total / 2**30, 1)
+        info["memory_available_gb"] = round(vm.available / 2**30, 1)
+    return info
+
+
+def run_dict(run: Run) -> dict[str, Any]:
+    return asdict(run)
