@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
-import tempfile
+import sys
 import time
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure  # noqa: E402 - bench/measure.py, the shared timing helpers
 
 T0 = 1_700_000_000_000
 
@@ -59,26 +60,6 @@ def write_events(path: str, cols: dict[str, Any]) -> None:
     write_trace_file(
         path, pa.table({k: pa.array(v, type=pa.string() if k == "key" else None) for k, v in cols.items()})
     )
-
-
-def run_query(df: Any, mode: str, checkpoint: str) -> dict[str, float]:
-    started = time.perf_counter()
-    q = df.writeStream.format("noop").outputMode(mode).option("checkpointLocation", checkpoint)
-    q = q.trigger(availableNow=True).start()
-    q.awaitTermination()
-    wall = time.perf_counter() - started
-    if q.exception() is not None:
-        raise RuntimeError(str(q.exception()))
-    progress = [p for p in q.recentProgress if p.numInputRows > 0]
-    durations = [p.durationMs["triggerExecution"] / 1000 for p in progress]
-    rows = [p.numInputRows for p in progress]
-    return {
-        "wall": wall,
-        "rows": float(sum(rows)),
-        "batches": float(len(progress)),
-        "warm_rows": float(sum(rows[1:])),
-        "warm_busy": sum(durations[1:]),
-    }
 
 
 def run_oracle(cols: dict[str, Any], batches: int, bound: int) -> tuple[float, int, int]:
@@ -128,61 +109,37 @@ def bench(
     from pyspark.sql import functions as F
 
     from spark_impl.eventtime_buffer import eventtime_buffer
-    from spark_impl.trace_source import SOURCE_NAME
 
     cols = make_events(events, batches, bound, keys=1000, seed=bound)
     path = os.path.join(work, f"events-{bound}.parquet")
     write_events(path, cols)
 
-    def source() -> Any:
-        return (
-            spark.readStream.format(SOURCE_NAME)
-            .option("path", path)
-            .option("partitions", str(partitions))
-            .load()
-        )
+    def start_plain(attempt: int) -> measure.Run:
+        plain = measure.trace_stream(spark, path, partitions).groupBy("key")
+        plain = plain.agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
+        return measure.run_query(plain, "update", os.path.join(work, f"ckpt-plain-{bound}-{attempt}"))
 
-    runs: dict[str, list[dict[str, float]]] = {"plain": [], "stage": []}
-    oracle_rates: list[float] = []
-    peak = carried = 0
-    for attempt in range(repeats):
-        plain = source().groupBy("key").agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
-        runs["plain"].append(run_query(plain, "update", os.path.join(work, f"ckpt-plain-{bound}-{attempt}")))
-        rate, peak, carried = run_oracle(cols, batches, bound)
-        oracle_rates.append(rate)
+    def start_stage(attempt: int) -> measure.Run:
         stage = eventtime_buffer(
-            source(), eventtime_col="event_time", late_tolerance_ms=bound, key_col="key", value_col="value",
-            seq_col="seq", batch_col="batch",
+            measure.trace_stream(spark, path, partitions), eventtime_col="event_time",
+            late_tolerance_ms=bound, key_col="key", value_col="value", seq_col="seq", batch_col="batch",
         )  # fmt: skip
-        runs["stage"].append(
-            run_query(stage.output, "append", os.path.join(work, f"ckpt-stage-{bound}-{attempt}"))
-        )
+        return measure.run_query(stage.output, "append", os.path.join(work, f"ckpt-stage-{bound}-{attempt}"))
 
-    def rate_of(r: dict[str, float]) -> float:
-        return r["rows"] / r["wall"]
+    # The oracle runs between the two Spark queries in every round: (events/s, peak, carried).
+    rounds = measure.alternate(
+        {"plain": start_plain, "oracle": lambda _: run_oracle(cols, batches, bound), "stage": start_stage},
+        repeats,
+    )
+    runs: dict[str, list[measure.Run]] = {"plain": rounds["plain"], "stage": rounds["stage"]}
+    _, peak, carried = rounds["oracle"][-1]
 
-    def warm_rate(r: dict[str, float]) -> float:
-        return r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
-
-    print(
-        f"\n== disorder bound = tolerance = {bound:,} ms: {events:,} events, {batches} micro-batches, "
-        f"1,000 events per second of event time, median of {repeats} alternating runs =="
+    title = (
+        f"disorder bound = tolerance = {bound:,} ms: {events:,} events, {batches} micro-batches, "
+        "1,000 events per second of event time"
     )
-    for name in ("plain", "stage"):
-        rs = runs[name]
-        print(
-            f"{name:6s}: wall {statistics.median(r['wall'] for r in rs):.1f} s, "
-            f"{statistics.median(map(rate_of, rs)):,.0f} ev/s (wall), "
-            f"{statistics.median(map(warm_rate, rs)):,.0f} ev/s (batches 2.., trigger time)"
-        )
-    print(f"oracle: {statistics.median(oracle_rates):,.0f} ev/s (one process, no Spark)")
-    ratio = statistics.median(
-        rate_of(s) / rate_of(p) for s, p in zip(runs["stage"], runs["plain"], strict=True)
-    )
-    warm = statistics.median(
-        warm_rate(s) / warm_rate(p) for s, p in zip(runs["stage"], runs["plain"], strict=True)
-    )
-    print(f"ratio stage/plain (median of paired runs): {ratio:.2f}x (wall), {warm:.2f}x (warm)")
+    measure.print_summary(title, runs, "plain")
+    print(f"oracle: {measure.median(r[0] for r in rounds['oracle']):,.0f} ev/s (one process, no Spark)")
     print(
         f"peak buffered tuples: {peak:,} (a micro-batch ingested, before its release); "
         f"at most {carried:,} carried over to the next micro-batch (the state kept)"
@@ -198,16 +155,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs per operator")
     args = parser.parse_args()
 
-    from spark_impl.session import get_spark
-
-    spark = get_spark()
-    work = tempfile.mkdtemp(prefix="eb-bench-")
-    try:
-        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+    with measure.spark_workdir("eb-bench-") as (spark, work):
         for bound in args.bounds:
             bench(spark, args.events, args.batches, bound, args.partitions, args.repeats, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
-import tempfile
-import time
+import sys
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure  # noqa: E402 - bench/measure.py, the shared timing helpers
 
 
 def make_events(path: str, events: int, keys: int, batches: int, seed: int) -> None:
@@ -55,69 +55,32 @@ def make_events(path: str, events: int, keys: int, batches: int, seed: int) -> N
     write_trace_file(path, table)
 
 
-def dir_bytes(path: str) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            total += os.path.getsize(os.path.join(root, f))
-    return total
-
-
-def run_query(spark: Any, df: Any, mode: str, checkpoint: str) -> dict[str, float]:
-    started = time.perf_counter()
-    q = (
-        df.writeStream.format("noop")
-        .outputMode(mode)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    wall = time.perf_counter() - started
-    if q.exception() is not None:
-        raise RuntimeError(str(q.exception()))
-    progress = [p for p in q.recentProgress if p.numInputRows > 0]  # properties work through Connect too
-    durations = [p.durationMs["triggerExecution"] / 1000 for p in progress]
-    rows = [p.numInputRows for p in progress]
-    return {
-        "wall": wall,
-        "rows": float(sum(rows)),
-        "batches": float(len(progress)),
-        "busy": sum(durations),
-        "warm_rows": float(sum(rows[1:])),
-        "warm_busy": sum(durations[1:]),
-    }
-
-
 def bench(spark: Any, events: int, keys: int, batches: int, partitions: int, repeats: int, work: str) -> None:
     from pyspark.sql import functions as F
 
     from spark_impl.keyed_watermarks import keyed_watermarks
-    from spark_impl.trace_source import SOURCE_NAME
 
     path = os.path.join(work, f"events-{events}-{keys}.parquet")
     make_events(path, events, keys, batches, seed=keys)
 
-    def source() -> Any:
-        return (
-            spark.readStream.format(SOURCE_NAME)
-            .option("path", path)
-            .option("partitions", str(partitions))
-            .load()
-        )
+    def ckpt(name: str, attempt: int) -> str:
+        return os.path.join(work, f"ckpt-{name}-{keys}-{attempt}")
+
+    def start_plain(attempt: int) -> measure.Run:
+        plain = measure.trace_stream(spark, path, partitions).groupBy("key")
+        plain = plain.agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
+        return measure.run_query(plain, "update", ckpt("plain", attempt))
+
+    def start_keyed(attempt: int) -> measure.Run:
+        kw = keyed_watermarks(
+            measure.trace_stream(spark, path, partitions), key_col="key", event_time_col="event_time",
+            seq_col="seq", batch_col="batch",
+        )  # fmt: skip
+        return measure.run_query(kw.output, "append", ckpt("kw", attempt))
 
     # Alternate the two operators so that both see the same machine state; report medians.
-    runs: dict[str, list[dict[str, float]]] = {"plain": [], "keyed": []}
-    for attempt in range(repeats):
-        ckpt_plain = os.path.join(work, f"ckpt-plain-{keys}-{attempt}")
-        plain = source().groupBy("key").agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
-        runs["plain"].append(run_query(spark, plain, "update", ckpt_plain))
-
-        ckpt_kw = os.path.join(work, f"ckpt-kw-{keys}-{attempt}")
-        kw = keyed_watermarks(
-            source(), key_col="key", event_time_col="event_time", seq_col="seq", batch_col="batch"
-        )
-        runs["keyed"].append(run_query(spark, kw.output, "append", ckpt_kw))
+    runs = measure.alternate({"plain": start_plain, "keyed": start_keyed}, repeats)
+    ckpt_plain, ckpt_kw = ckpt("plain", repeats - 1), ckpt("kw", repeats - 1)
 
     # The operator's state value as stored (read back with the statestore reader).
     try:
@@ -133,29 +96,10 @@ def bench(spark: Any, events: int, keys: int, batches: int, partitions: int, rep
         print(f"(statestore reader failed: {str(error).splitlines()[0]})")
         blob = 0
 
-    def rate(r: dict[str, float]) -> float:
-        return r["rows"] / r["wall"]
-
-    def warm_rate(r: dict[str, float]) -> float:
-        return r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
-
-    print(
-        f"\n== {events:,} events, {keys:,} keys, {batches} micro-batches, {partitions} input partitions, "
-        f"median of {repeats} alternating runs =="
-    )
-    for name in ("plain", "keyed"):
-        rs = runs[name]
-        print(
-            f"{name:6s}: {rs[0]['rows']:,.0f} rows in {rs[0]['batches']:.0f} batches, "
-            f"wall {statistics.median(r['wall'] for r in rs):.1f} s, "
-            f"{statistics.median(map(rate, rs)):,.0f} ev/s (wall), "
-            f"{statistics.median(map(warm_rate, rs)):,.0f} ev/s (batches 2.., trigger time)"
-        )
-    ratio_wall = statistics.median(rate(k) / rate(p) for k, p in zip(runs["keyed"], runs["plain"]))
-    ratio_warm = statistics.median(warm_rate(k) / warm_rate(p) for k, p in zip(runs["keyed"], runs["plain"]))
-    print(f"ratio keyed/plain (median of paired runs): {ratio_wall:.2f}x (wall), {ratio_warm:.2f}x (warm)")
-    state_kw = dir_bytes(os.path.join(ckpt_kw, "state"))
-    state_plain = dir_bytes(os.path.join(ckpt_plain, "state"))
+    title = f"{events:,} events, {keys:,} keys, {batches} micro-batches, {partitions} input partitions"
+    measure.print_summary(title, runs, "plain", counts=True)
+    state_kw = measure.dir_bytes(os.path.join(ckpt_kw, "state"))
+    state_plain = measure.dir_bytes(os.path.join(ckpt_plain, "state"))
     print(
         f"state bytes/key: keyed value blob {blob / keys:.1f} (zstd Arrow IPC, {blob:,} B); "
         f"checkpoint state/ dirs (all versions, incl. changelogs): keyed {state_kw / keys:.1f}, "
@@ -172,16 +116,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs per operator")
     args = parser.parse_args()
 
-    from spark_impl.session import get_spark
-
-    spark = get_spark()
-    work = tempfile.mkdtemp(prefix="kw-bench-")
-    try:
-        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+    with measure.spark_workdir("kw-bench-") as (spark, work):
         for keys in args.keys:
             bench(spark, args.events, keys, args.batches, args.partitions, args.repeats, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
 import sys
-import tempfile
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from keyed_watermarks import run_query  # noqa: E402 - the sibling benchmark's query runner
+import measure  # noqa: E402 - bench/measure.py, the shared timing helpers
 
 SOURCES = 4
 WATERMARK_EVERY = 1_000
@@ -79,52 +76,28 @@ def make_rows(path: str, events: int, batches: int, seed: int) -> None:
 def bench(spark: Any, events: int, batches: int, partitions: int, repeats: int, work: str) -> None:
     from pyspark.sql import functions as F
 
-    from spark_impl.late_data import late_data
-    from spark_impl.trace_source import SOURCE_NAME
-
     path = os.path.join(work, f"rows-{events}.parquet")
     make_rows(path, events, batches, seed=events)
 
-    def source() -> Any:
-        df = spark.readStream.format(SOURCE_NAME).option("path", path).option("partitions", str(partitions))
-        return df.load()
-
-    runs: dict[str, list[dict[str, float]]] = {"plain": [], "late": []}
-    for attempt in range(repeats):
-        plain_events = source().filter(F.col("kind") == "event")
+    def start_plain(attempt: int) -> measure.Run:
+        plain_events = measure.trace_stream(spark, path, partitions).filter(F.col("kind") == "event")
         plain = plain_events.groupBy("source").agg(F.max("event_time").alias("m"), F.count("*").alias("n"))
-        runs["plain"].append(run_query(spark, plain, "update", os.path.join(work, f"ckpt-plain-{attempt}")))
-        ld = late_data(
-            source(), event_time_col="event_time", source_col="source", kind_col="kind", seq_col="seq",
-            time_col="time", batch_col="batch", policy="SideOutput", channel="late",
-            window_size_ms=2_000, allowed_lateness_ms=500,
-        )  # fmt: skip
-        runs["late"].append(run_query(spark, ld.output, "append", os.path.join(work, f"ckpt-late-{attempt}")))
+        return measure.run_query(plain, "update", os.path.join(work, f"ckpt-plain-{attempt}"))
+
+    def start_late(attempt: int) -> measure.Run:
+        ld = _route(measure.trace_stream(spark, path, partitions))
+        return measure.run_query(ld.output, "append", os.path.join(work, f"ckpt-late-{attempt}"))
+
+    runs = measure.alternate({"plain": start_plain, "late": start_late}, repeats)
 
     # Both queries read the same rows (events and watermark rows): events/s is rows/s times this share.
     event_share = events / (events + events // WATERMARK_EVERY * SOURCES)
 
-    def rate(r: dict[str, float]) -> float:
-        return event_share * r["rows"] / r["wall"]
-
-    def warm_rate(r: dict[str, float]) -> float:
-        return event_share * r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
-
-    print(
-        f"\n== {events:,} events + {events // WATERMARK_EVERY * SOURCES:,} watermark rows, "
-        f"{SOURCES} sources, "
-        f"{batches} micro-batches, {partitions} input partitions, median of {repeats} alternating runs =="
+    title = (
+        f"{events:,} events + {events // WATERMARK_EVERY * SOURCES:,} watermark rows, {SOURCES} sources, "
+        f"{batches} micro-batches, {partitions} input partitions"
     )
-    for name in ("plain", "late"):
-        rs = runs[name]
-        print(
-            f"{name:5s}: wall {statistics.median(r['wall'] for r in rs):.1f} s, "
-            f"{statistics.median(map(rate, rs)):,.0f} events/s (wall), "
-            f"{statistics.median(map(warm_rate, rs)):,.0f} events/s (batches 2.., trigger time)"
-        )
-    ratio_wall = statistics.median(rate(a) / rate(b) for a, b in zip(runs["late"], runs["plain"]))
-    ratio_warm = statistics.median(warm_rate(a) / warm_rate(b) for a, b in zip(runs["late"], runs["plain"]))
-    print(f"ratio late/plain (median of paired runs): {ratio_wall:.2f}x (wall), {ratio_warm:.2f}x (warm)")
+    measure.print_summary(title, runs, "plain", share=event_share, unit="events/s")
     mix = (
         spark.read.parquet(_verdict_sample(spark, path, work))
         .groupBy("verdict").count().orderBy("verdict").collect()
@@ -132,16 +105,20 @@ def bench(spark: Any, events: int, batches: int, partitions: int, repeats: int, 
     print("verdicts (one extra batch run):", ", ".join(f"{r['verdict']}={r['count']:,}" for r in mix))
 
 
+def _route(df: Any) -> Any:
+    """The late-data operator as benchmarked, over the rows of ``df``."""
+    from spark_impl.late_data import late_data
+
+    return late_data(
+        df, event_time_col="event_time", source_col="source", kind_col="kind", seq_col="seq",
+        time_col="time", batch_col="batch", policy="SideOutput", channel="late",
+        window_size_ms=2_000, allowed_lateness_ms=500,
+    )  # fmt: skip
+
+
 def _verdict_sample(spark: Any, path: str, work: str) -> str:
     """Runs the operator once more into parquet to report the verdict mix (not timed)."""
-    from spark_impl.late_data import late_data
-    from spark_impl.trace_source import SOURCE_NAME
-
-    ld = late_data(
-        spark.readStream.format(SOURCE_NAME).option("path", path).load(), event_time_col="event_time",
-        source_col="source", kind_col="kind", seq_col="seq", time_col="time", batch_col="batch",
-        policy="SideOutput", channel="late", window_size_ms=2_000, allowed_lateness_ms=500,
-    )  # fmt: skip
+    ld = _route(measure.trace_stream(spark, path))
     out = os.path.join(work, "verdicts")
     q = (
         ld.events.writeStream.format("parquet").option("path", out)
@@ -159,15 +136,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs per operator")
     args = parser.parse_args()
 
-    from spark_impl.session import get_spark
-
-    spark = get_spark()
-    work = tempfile.mkdtemp(prefix="ld-bench-")
-    try:
-        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+    with measure.spark_workdir("ld-bench-") as (spark, work):
         bench(spark, args.events, args.batches, args.partitions, args.repeats, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ package that ``spark_impl`` imports.)
   is reported per run (JVM heap is not returned to the OS, so a later run's
   peak includes what earlier runs made the JVM reserve; Python workers are
   forked from one daemon, so their shared pages count once per worker).
+- ``print_summary`` (``rates_line``, ``ratio_line``): the per-area scripts' printed
+  summary of ``alternate``'s runs (median wall, events/s whole run and warm; the
+  paired ratios against a baseline query).
+- ``trace_stream`` and ``spark_workdir``: the ``trace`` source as a streaming
+  DataFrame, and a Spark session with a scratch folder removed at the end.
 - ``machine``: cores, load average and memory, for the results file.
 
 Benchmarks report figures; nothing here asserts a timing.
@@ -22,13 +27,18 @@ Benchmarks report figures; nothing here asserts a timing.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import statistics
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 try:
     import psutil
@@ -221,9 +231,13 @@ def run_query(df: Any, mode: str, checkpoint: str, sink: str = "noop") -> Run:
     )
 
 
-def alternate(queries: Mapping[str, Callable[[int], Run]], repeats: int) -> dict[str, list[Run]]:
-    """Runs each named query once per round, ``repeats`` rounds, in the given order."""
-    runs: dict[str, list[Run]] = {name: [] for name in queries}
+def alternate(queries: Mapping[str, Callable[[int], T]], repeats: int) -> dict[str, list[T]]:
+    """Runs each named query once per round, ``repeats`` rounds, in the given order.
+
+    Each callable gets the round number (0, 1, ...); a ``Run`` usually, but any
+    result is collected (an oracle's figures, run between the Spark queries).
+    """
+    runs: dict[str, list[T]] = {name: [] for name in queries}
     for attempt in range(repeats):
         for name, start in queries.items():
             runs[name].append(start(attempt))
@@ -246,6 +260,75 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     result = fn()
     return time.perf_counter() - started, result
+
+
+# ---- printed summaries -------------------------------------------------------
+
+
+def rates_line(
+    name: str, runs: list[Run], width: int = 0, share: float = 1.0, unit: str = "ev/s", counts: bool = False
+) -> str:
+    """One query's medians over its runs: wall seconds, events/s on the wall clock and warm.
+
+    ``share`` turns input rows into events (``Run.rate``); ``counts`` starts the
+    line with the first run's input rows and busy micro-batches.
+    """
+    head = f"{runs[0].rows:,.0f} rows in {runs[0].batches} batches, " if counts else ""
+    return (
+        f"{name:{width}s}: {head}wall {median(r.wall for r in runs):.1f} s, "
+        f"{median(r.rate(share) for r in runs):,.0f} {unit} (wall), "
+        f"{median(r.warm_rate(share) for r in runs):,.0f} {unit} (batches 2.., trigger time)"
+    )
+
+
+def ratio_line(ours_name: str, ours: list[Run], theirs_name: str, theirs: list[Run]) -> str:
+    """The paired ratios ours/theirs (``paired_ratio``), on the wall clock and warm."""
+    return (
+        f"ratio {ours_name}/{theirs_name} (median of paired runs): "
+        f"{paired_ratio(ours, theirs):.2f}x (wall), {paired_ratio(ours, theirs, warm=True):.2f}x (warm)"
+    )
+
+
+def print_summary(
+    title: str, runs: Mapping[str, list[Run]], baseline: str, share: float = 1.0, unit: str = "ev/s",
+    counts: bool = False,
+) -> None:  # fmt: skip
+    """Prints a heading, one ``rates_line`` per query and the ``ratio_line`` of each other query to
+    ``baseline``."""
+    print(f"\n== {title}, median of {len(runs[baseline])} alternating runs ==")
+    width = max(map(len, runs))
+    for name, rs in runs.items():
+        print(rates_line(name, rs, width, share, unit, counts))
+    for name, rs in runs.items():
+        if name != baseline:
+            print(ratio_line(name, rs, baseline, runs[baseline]))
+
+
+# ---- Spark -------------------------------------------------------------------
+
+
+def trace_stream(spark: Any, path: str, partitions: int | None = None) -> Any:
+    """The project's ``trace`` source over the file at ``path``, as a streaming DataFrame."""
+    from spark_impl.trace_source import SOURCE_NAME
+
+    reader = spark.readStream.format(SOURCE_NAME).option("path", path)
+    if partitions is not None:
+        reader = reader.option("partitions", str(partitions))
+    return reader.load()
+
+
+@contextlib.contextmanager
+def spark_workdir(prefix: str) -> Iterator[tuple[Any, str]]:
+    """The Spark session (printing its version and ``SPARK_REMOTE``) and a scratch folder, removed after."""
+    from spark_impl.session import get_spark
+
+    spark = get_spark()
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+        yield spark, work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # ---- machine -----------------------------------------------------------------

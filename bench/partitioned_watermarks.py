@@ -26,15 +26,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
 import sys
-import tempfile
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from keyed_watermarks import run_query  # noqa: E402 - the sibling benchmark's query runner
+import measure  # noqa: E402 - bench/measure.py, the shared timing helpers
 
 
 def make_events(events: int, partitions: int, batches: int, seed: int) -> Any:
@@ -90,53 +87,32 @@ def bench(
     from pyspark.sql import functions as F
 
     from spark_impl.partitioned_watermarks import partitioned_watermarks
-    from spark_impl.trace_source import SOURCE_NAME, write_trace_file
+    from spark_impl.trace_source import write_trace_file
 
     table = make_events(events, partitions, batches, seed=partitions)
     path = os.path.join(work, f"events-{events}-{partitions}.parquet")
     write_trace_file(path, table)
 
-    def source() -> Any:
-        reader = spark.readStream.format(SOURCE_NAME).option("path", path)
-        return reader.option("partitions", str(input_parts)).load()
+    def start_plain(attempt: int) -> measure.Run:
+        plain = measure.trace_stream(spark, path, input_parts)
+        plain = plain.groupBy("partition").agg(F.max("event_time").alias("max_et"))
+        return measure.run_query(plain, "update", os.path.join(work, f"ck-plain-{partitions}-{attempt}"))
 
-    runs: dict[str, list[dict[str, float]]] = {"plain": [], "partitioned": []}
-    for attempt in range(repeats):
-        plain = source().groupBy("partition").agg(F.max("event_time").alias("max_et"))
-        ckpt = os.path.join(work, f"ck-plain-{partitions}-{attempt}")
-        runs["plain"].append(run_query(spark, plain, "update", ckpt))
+    def start_partitioned(attempt: int) -> measure.Run:
         pw = partitioned_watermarks(
-            source(), source_col="source", partition_col="partition", event_time_col="event_time",
-            seq_col="seq", kind_col="kind", count_col="count", batch_col="batch",
+            measure.trace_stream(spark, path, input_parts), source_col="source", partition_col="partition",
+            event_time_col="event_time", seq_col="seq", kind_col="kind", count_col="count", batch_col="batch",
         )  # fmt: skip
-        ckpt = os.path.join(work, f"ck-pw-{partitions}-{attempt}")
-        runs["partitioned"].append(run_query(spark, pw.output, "append", ckpt))
+        return measure.run_query(pw.output, "append", os.path.join(work, f"ck-pw-{partitions}-{attempt}"))
+
+    runs = measure.alternate({"plain": start_plain, "partitioned": start_partitioned}, repeats)
     oracle = oracle_rate(table, min(oracle_events, events), batches)
 
-    def rate(r: dict[str, float]) -> float:
-        return r["rows"] / r["wall"]
-
-    def warm_rate(r: dict[str, float]) -> float:
-        return r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
-
-    print(
-        f"\n== {events:,} events, {partitions:,} partitions, {batches} micro-batches, {input_parts} input "
-        f"partitions, median of {repeats} alternating runs =="
+    title = (
+        f"{events:,} events, {partitions:,} partitions, {batches} micro-batches, "
+        f"{input_parts} input partitions"
     )
-    for name in ("plain", "partitioned"):
-        rs = runs[name]
-        print(
-            f"{name:11s}: {rs[0]['rows']:,.0f} rows in {rs[0]['batches']:.0f} batches, "
-            f"wall {statistics.median(r['wall'] for r in rs):.1f} s, "
-            f"{statistics.median(map(rate, rs)):,.0f} ev/s (wall), "
-            f"{statistics.median(map(warm_rate, rs)):,.0f} ev/s (batches 2.., trigger time)"
-        )
-    pairs = list(zip(runs["partitioned"], runs["plain"], strict=True))
-    ratio_wall = statistics.median(rate(k) / rate(p) for k, p in pairs)
-    ratio_warm = statistics.median(warm_rate(k) / warm_rate(p) for k, p in pairs)
-    print(
-        f"ratio partitioned/plain (median of paired runs): {ratio_wall:.2f}x (wall), {ratio_warm:.2f}x (warm)"
-    )
+    measure.print_summary(title, runs, "plain", counts=True)
     print(f"oracle (pure Python, {min(oracle_events, events):,} events): {oracle:,.0f} ev/s")
 
 
@@ -150,17 +126,10 @@ def main() -> None:
     parser.add_argument("--oracle-events", type=int, default=100_000, help="events the oracle runs on")
     args = parser.parse_args()
 
-    from spark_impl.session import get_spark
-
-    spark = get_spark()
-    work = tempfile.mkdtemp(prefix="pw-bench-")
-    try:
-        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+    with measure.spark_workdir("pw-bench-") as (spark, work):
         for partitions in args.partitions:
             bench(spark, args.events, partitions, args.batches, args.input_partitions, args.repeats,
                   args.oracle_events, work)  # fmt: skip
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
 import sys
-import tempfile
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from keyed_watermarks import run_query  # noqa: E402 - the sibling benchmark's query runner
+import measure  # noqa: E402 - bench/measure.py, the shared timing helpers
 
 GAP_MS = 30_000
 DELAY_MS = 10_000
@@ -70,60 +67,34 @@ def bench(
     from pyspark.sql import functions as F
 
     from spark_impl.session_windows import session_windows
-    from spark_impl.trace_source import SOURCE_NAME
 
     path = os.path.join(work, f"events-{events}-{keys}.parquet")
     make_events(path, events, keys, batches, seed=keys)
 
-    def source() -> Any:
-        return (
-            spark.readStream.format(SOURCE_NAME)
-            .option("path", path)
-            .option("partitions", str(partitions))
-            .load()
-        )
-
-    runs: dict[str, list[dict[str, float]]] = {"native": [], "ours": []}
-    for attempt in range(repeats):
+    def start_native(attempt: int) -> measure.Run:
         native = (
-            source().withColumn("ts", F.timestamp_millis("event_time"))
+            measure.trace_stream(spark, path, partitions).withColumn("ts", F.timestamp_millis("event_time"))
             .withWatermark("ts", f"{DELAY_MS} milliseconds")
             .groupBy("key", F.session_window("ts", f"{GAP_MS} milliseconds"))
             .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
         )  # fmt: skip
-        runs["native"].append(
-            run_query(spark, native, "append", os.path.join(work, f"ckpt-n-{keys}-{attempt}"))
-        )
+        return measure.run_query(native, "append", os.path.join(work, f"ckpt-n-{keys}-{attempt}"))
+
+    def start_ours(attempt: int) -> measure.Run:
         ours = session_windows(
-            source(), key_col="key", event_time_col="event_time", gap_ms=GAP_MS, bounded_delay_ms=DELAY_MS,
-            value_col="value", seq_col="seq", batch_col="batch", report_timers=timers,
+            measure.trace_stream(spark, path, partitions), key_col="key", event_time_col="event_time",
+            gap_ms=GAP_MS, bounded_delay_ms=DELAY_MS, value_col="value", seq_col="seq", batch_col="batch",
+            report_timers=timers,
         )  # fmt: skip
-        runs["ours"].append(
-            run_query(spark, ours.output, "append", os.path.join(work, f"ckpt-o-{keys}-{attempt}"))
-        )
+        return measure.run_query(ours.output, "append", os.path.join(work, f"ckpt-o-{keys}-{attempt}"))
 
-    def rate(r: dict[str, float]) -> float:
-        return r["rows"] / r["wall"]
+    runs = measure.alternate({"native": start_native, "ours": start_ours}, repeats)
 
-    def warm_rate(r: dict[str, float]) -> float:
-        return r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
-
-    print(
-        f"\n== {events:,} events, {keys:,} keys, {batches} micro-batches, {partitions} input partitions, "
-        f"gap {GAP_MS} ms, delay {DELAY_MS} ms, timers table {'on' if timers else 'off'}, "
-        f"median of {repeats} alternating runs =="
+    title = (
+        f"{events:,} events, {keys:,} keys, {batches} micro-batches, {partitions} input partitions, "
+        f"gap {GAP_MS} ms, delay {DELAY_MS} ms, timers table {'on' if timers else 'off'}"
     )
-    for name in ("native", "ours"):
-        rs = runs[name]
-        print(
-            f"{name:6s}: {rs[0]['rows']:,.0f} rows in {rs[0]['batches']:.0f} batches, "
-            f"wall {statistics.median(r['wall'] for r in rs):.1f} s, "
-            f"{statistics.median(map(rate, rs)):,.0f} ev/s (wall), "
-            f"{statistics.median(map(warm_rate, rs)):,.0f} ev/s (batches 2.., trigger time)"
-        )
-    ratio_wall = statistics.median(rate(o) / rate(n) for o, n in zip(runs["ours"], runs["native"]))
-    ratio_warm = statistics.median(warm_rate(o) / warm_rate(n) for o, n in zip(runs["ours"], runs["native"]))
-    print(f"ratio ours/native (median of paired runs): {ratio_wall:.2f}x (wall), {ratio_warm:.2f}x (warm)")
+    measure.print_summary(title, runs, "native", counts=True)
 
 
 def main() -> None:
@@ -136,16 +107,9 @@ def main() -> None:
     parser.add_argument("--timers", action="store_true", help="also report the pending timers per batch")
     args = parser.parse_args()
 
-    from spark_impl.session import get_spark
-
-    spark = get_spark()
-    work = tempfile.mkdtemp(prefix="sw-bench-")
-    try:
-        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+    with measure.spark_workdir("sw-bench-") as (spark, work):
         for keys in args.keys:
             bench(spark, args.events, keys, args.batches, args.partitions, args.repeats, work, args.timers)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from keyed_watermarks import run_query  # noqa: E402 - the sibling benchmark's query runner
+import measure  # noqa: E402 - bench/measure.py, the shared timing helpers
 
 SOURCES = ["s0", "s1", "s2", "s3"]
 NODES = [*SOURCES, "join_a", "join_b", "map", "sink"]
@@ -81,52 +79,35 @@ def oracle_rate(table: Any, events: int, batches: int, threshold: int) -> float:
 def bench(spark: Any, args: argparse.Namespace, work: str) -> None:
     from pyspark.sql import functions as F
 
-    from spark_impl.trace_source import SOURCE_NAME, write_trace_file
+    from spark_impl.trace_source import write_trace_file
     from spark_impl.watermark_propagation import watermark_propagation
 
     table = make_events(args.events, args.batches, seed=6)
     path = os.path.join(work, "events.parquet")
     write_trace_file(path, table)
 
-    def source() -> Any:
-        return spark.readStream.format(SOURCE_NAME).option("path", path).option("partitions", "2").load()
+    def start_plain(attempt: int) -> measure.Run:
+        plain = measure.trace_stream(spark, path, 2).groupBy("source")
+        plain = plain.agg(F.max("event_time").alias("m"), F.count("*").alias("n"))
+        return measure.run_query(plain, "update", os.path.join(work, f"ckpt-plain-{attempt}"))
 
-    names = ["plain", *(f"propagation T={t}" for t in args.thresholds)]
-    runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
-    for attempt in range(args.repeats):  # alternate, so every query sees the same machine state
-        plain = source().groupBy("source").agg(F.max("event_time").alias("m"), F.count("*").alias("n"))
-        runs["plain"].append(run_query(spark, plain, "update", os.path.join(work, f"ckpt-plain-{attempt}")))
-        for t in args.thresholds:
+    def start_propagation(t: int) -> Callable[[int], measure.Run]:
+        def start(attempt: int) -> measure.Run:
             wp = watermark_propagation(
-                source(), nodes=NODES, edges=EDGES, node_col="source", event_time_col="event_time",
-                seq_col="seq", batch_col="batch", advance_threshold=t, max_out_of_order_ms=1000,
+                measure.trace_stream(spark, path, 2), nodes=NODES, edges=EDGES, node_col="source",
+                event_time_col="event_time", seq_col="seq", batch_col="batch", advance_threshold=t,
+                max_out_of_order_ms=1000,
             )  # fmt: skip
-            ckpt = os.path.join(work, f"ckpt-wp-{t}-{attempt}")
-            runs[f"propagation T={t}"].append(run_query(spark, wp.output, "append", ckpt))
+            return measure.run_query(wp.output, "append", os.path.join(work, f"ckpt-wp-{t}-{attempt}"))
 
-    def rate(r: dict[str, float]) -> float:
-        return r["rows"] / r["wall"]
+        return start
 
-    def warm_rate(r: dict[str, float]) -> float:
-        return r["warm_rows"] / r["warm_busy"] if r["warm_busy"] else float("nan")
-
-    print(
-        f"\n== {args.events:,} events, {len(SOURCES)} sources, {len(NODES)} nodes, "
-        f"{args.batches} micro-batches, median of {args.repeats} alternating runs =="
+    queries = {"plain": start_plain, **{f"propagation T={t}": start_propagation(t) for t in args.thresholds}}
+    runs = measure.alternate(queries, args.repeats)  # alternate, so every query sees the same machine state
+    title = (
+        f"{args.events:,} events, {len(SOURCES)} sources, {len(NODES)} nodes, {args.batches} micro-batches"
     )
-    for name in names:
-        rs = runs[name]
-        print(
-            f"{name:18s}: wall {statistics.median(r['wall'] for r in rs):.1f} s, "
-            f"{statistics.median(map(rate, rs)):,.0f} ev/s (wall), "
-            f"{statistics.median(map(warm_rate, rs)):,.0f} ev/s (batches 2.., trigger time)"
-        )
-    for name in names[1:]:
-        wall = statistics.median(rate(a) / rate(p) for a, p in zip(runs[name], runs["plain"], strict=True))
-        warm = statistics.median(
-            warm_rate(a) / warm_rate(p) for a, p in zip(runs[name], runs["plain"], strict=True)
-        )
-        print(f"ratio {name}/plain (median of paired runs): {wall:.2f}x (wall), {warm:.2f}x (warm)")
+    measure.print_summary(title, runs, "plain")
     n = min(args.oracle_events, args.events)
     for t in args.thresholds:
         print(f"oracle T={t}: {oracle_rate(table, n, args.batches, t):,.0f} ev/s on {n:,} events")
@@ -141,15 +122,8 @@ def main() -> None:
     parser.add_argument("--oracle-events", type=int, default=50_000)
     args = parser.parse_args()
 
-    from spark_impl.session import get_spark
-
-    spark = get_spark()
-    work = tempfile.mkdtemp(prefix="wp-bench-")
-    try:
-        print(f"spark {spark.version}, remote={os.environ.get('SPARK_REMOTE', '-')}")
+    with measure.spark_workdir("wp-bench-") as (spark, work):
         bench(spark, args, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
