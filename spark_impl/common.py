@@ -213,6 +213,29 @@ def event_time_millis(fields: Mapping[str, Any], event_time_col: str) -> Any:
     )
 
 
+def long_or_zero(column: Any) -> Any:
+    """A column (or its name) as LongType, null read as 0 (a null flag travels beside it where it matters)."""
+    from pyspark.sql import functions as F
+
+    expr = F.col(column) if isinstance(column, str) else column
+    return F.coalesce(expr.cast("long"), F.lit(0).cast("long"))
+
+
+def stream_id_column(stream_id_col: str | None, alias: str) -> Any:
+    """The stream id as text; without a stream column the whole DataFrame is one stream ("")."""
+    from pyspark.sql import functions as F
+
+    return (F.col(stream_id_col).cast("string") if stream_id_col else F.lit("")).alias(alias)
+
+
+def one_group_per_stream(df: Any, cols: Sequence[Any], sid: str, processor: Any, output_schema: Any) -> Any:
+    """Only ``cols`` cross into the Python worker; one group per stream id, state in Spark's
+    store, timeMode "None": each operator keeps its own watermark (SPARK-NOTES.md)."""
+    return df.select(*cols).groupBy(sid).transformWithStateInPandas(
+        statefulProcessor=processor, outputStructType=output_schema, outputMode="Append", timeMode="None"
+    )
+
+
 def table_projections(output: Any, table_columns: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """One DataFrame per output table, projected from the combined stream by its ``output`` column."""
     from pyspark.sql import functions as F
@@ -253,10 +276,13 @@ __all__ = [
     "batches_in",
     "check_columns",
     "event_time_millis",
+    "long_or_zero",
     "native_watermark_progress",
+    "one_group_per_stream",
     "opt",
     "require_int",
     "sat_sub",
+    "stream_id_column",
     "stream_settings",
     "table_projections",
     "with_defaults",

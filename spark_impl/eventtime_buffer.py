@@ -83,8 +83,11 @@ from spark_impl.common import (
     OutputRows,
     StreamGroupProcessor,
     check_columns,
+    long_or_zero,
+    one_group_per_stream,
     opt,
     sat_sub,
+    stream_id_column,
     stream_settings,
     table_projections,
     with_defaults,
@@ -628,36 +631,27 @@ def eventtime_buffer(
                 f"eventtime_col {eventtime_col!r} must be an integer or string column, got {et_type}"
             )
 
-    def long_or(name: str) -> Any:
-        return F.coalesce(F.col(name).cast("long"), F.lit(0).cast("long"))
-
     # Only the columns the input has cross into the Python worker; the rest get defaults there.
-    cols = [(F.col(stream_id_col).cast("string") if stream_id_col else F.lit("")).alias("eb_sid")]
+    cols = [stream_id_column(stream_id_col, "eb_sid")]
     if eventtime_col is not None:
         raw = F.col(eventtime_col)
         if mode == "long":
-            cols.append(long_or(eventtime_col).alias("eb_raw_long"))
+            cols.append(long_or_zero(eventtime_col).alias("eb_raw_long"))
         else:
             cols.append(raw.cast("string").alias("eb_raw"))
         cols.append(raw.isNull().alias("eb_raw_null"))
     for name, alias in ((batch_col, "eb_batch"), (seq_col, "eb_seq"), (value_col, "eb_value")):
         if name:
-            cols.append(long_or(name).alias(alias))
+            cols.append(long_or_zero(name).alias(alias))
     for name, alias in ((kind_col, "eb_kind"), (key_col, "eb_key"), (messages_col, "eb_messages")):
         if name:
             cols.append(F.col(name).cast("string").alias(alias))
     if time_col:
-        cols += [long_or(time_col).alias("eb_time"), F.col(time_col).isNull().alias("eb_time_null")]
+        cols += [long_or_zero(time_col).alias("eb_time"), F.col(time_col).isNull().alias("eb_time_null")]
     processor = EventtimeBufferProcessor(
         default, per_stream, batch_col is not None, mode, seq_col is not None
     )
-    output = (
-        df.select(*cols)
-        .groupBy("eb_sid")
-        .transformWithStateInPandas(
-            statefulProcessor=processor, outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None"
-        )
-    )
+    output = one_group_per_stream(df, cols, "eb_sid", processor, OUTPUT_SCHEMA)
     return EventtimeBufferStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 

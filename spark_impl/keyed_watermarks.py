@@ -116,6 +116,9 @@ from spark_impl.common import (
     batches_in,
     check_columns,
     event_time_millis,
+    long_or_zero,
+    one_group_per_stream,
+    stream_id_column,
     stream_settings,
     table_projections,
     with_defaults,
@@ -765,36 +768,29 @@ def keyed_watermarks(
     )  # fmt: skip
     et = event_time_millis(fields, event_time_col)
 
-    def long_or(name: str) -> Any:
-        return F.coalesce(F.col(name).cast("long"), F.lit(0).cast("long"))
-
     # Only the columns the input has cross into the Python worker (it converts row by row);
     # the processor fills the absent ones with their defaults.
     cols = [
-        (F.col(stream_id_col).cast("string") if stream_id_col else F.lit("")).alias("kw_sid"),
+        stream_id_column(stream_id_col, "kw_sid"),
         F.col(key_col).cast("string").alias("kw_key"),
-        F.coalesce(et, F.lit(0).cast("long")).alias("kw_et"),
+        long_or_zero(et).alias("kw_et"),
         et.isNull().alias("kw_et_null"),
     ]
     if batch_col:
-        cols.append(long_or(batch_col).alias("kw_batch"))
+        cols.append(long_or_zero(batch_col).alias("kw_batch"))
     if seq_col:
-        cols.append(long_or(seq_col).alias("kw_seq"))
+        cols.append(long_or_zero(seq_col).alias("kw_seq"))
     if kind_col:
         cols.append(F.col(kind_col).cast("string").alias("kw_kind"))
     if value_col:
-        cols.append(long_or(value_col).alias("kw_value"))
+        cols.append(long_or_zero(value_col).alias("kw_value"))
     if time_col:
-        cols.append(long_or(time_col).alias("kw_time"))
+        cols.append(long_or_zero(time_col).alias("kw_time"))
         cols.append(F.col(time_col).isNull().alias("kw_time_null"))
     # No arrival order given: event-time order, ties by key (documented).
     processor_class = KeyedWatermarkProcessor if seq_col else _UnorderedProcessor
-    output = df.select(*cols).groupBy("kw_sid").transformWithStateInPandas(
-        statefulProcessor=processor_class(default, per_stream, batch_col is not None),
-        outputStructType=OUTPUT_SCHEMA,
-        outputMode="Append",
-        timeMode="None",
-    )
+    processor = processor_class(default, per_stream, batch_col is not None)
+    output = one_group_per_stream(df, cols, "kw_sid", processor, OUTPUT_SCHEMA)
     tables = table_projections(output, TABLE_COLUMNS)
     return KeyedWatermarkStreams(
         output=output, late=tables["events"].filter(F.col("verdict") == "late"), **tables

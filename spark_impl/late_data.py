@@ -85,8 +85,11 @@ from spark_impl.common import (
     batches_in,
     check_columns,
     event_time_millis,
+    long_or_zero,
+    one_group_per_stream,
     require_int,
     sat_sub,
+    stream_id_column,
     stream_settings,
     table_projections,
     with_defaults,
@@ -538,31 +541,22 @@ def late_data(
         kind_col, seq_col,
     )  # fmt: skip
     et = event_time_millis(fields, event_time_col)
-    zero = F.lit(0).cast("long")
     cols = [
-        (F.col(stream_id_col).cast("string") if stream_id_col else F.lit("")).alias("ld_sid"),
-        F.coalesce(et, zero).alias("ld_et"),
+        stream_id_column(stream_id_col, "ld_sid"),
+        long_or_zero(et).alias("ld_et"),
         et.isNull().alias("ld_et_null"),
     ]
     for name, alias in ((batch_col, "ld_batch"), (seq_col, "ld_seq")):
         if name:
-            cols.append(F.coalesce(F.col(name).cast("long"), zero).alias(alias))
+            cols.append(long_or_zero(name).alias(alias))
     if kind_col:
         cols.append(F.col(kind_col).cast("string").alias("ld_kind"))
     for name, alias in ((source_col, "ld_source"), (time_col, "ld_time")):
         if name:
-            cols.append(F.coalesce(F.col(name).cast("long"), zero).alias(alias))
+            cols.append(long_or_zero(name).alias(alias))
             cols.append(F.col(name).isNull().alias(f"{alias}_null"))
-    output = (
-        df.select(*cols)
-        .groupBy("ld_sid")
-        .transformWithStateInPandas(
-            statefulProcessor=LateDataProcessor(default, per_stream, batch_col is not None),
-            outputStructType=OUTPUT_SCHEMA,
-            outputMode="Append",
-            timeMode="None",
-        )
-    )
+    processor = LateDataProcessor(default, per_stream, batch_col is not None)
+    output = one_group_per_stream(df, cols, "ld_sid", processor, OUTPUT_SCHEMA)
     tables = table_projections(output, TABLE_COLUMNS)
     main = tables["events"].filter(F.col("assigned_time").isNotNull())
     return LateDataStreams(output=output, main=main, **tables)

@@ -114,10 +114,13 @@ from spark_impl.common import (
     batches_in,
     check_columns,
     event_time_millis,
+    long_or_zero,
     native_watermark_progress,
+    one_group_per_stream,
     opt,
     require_int,
     sat_sub,
+    stream_id_column,
     stream_settings,
     table_projections,
     with_defaults,
@@ -636,10 +639,10 @@ def partitioned_watermarks(
     et = event_time_millis(fields, event_time_col)
 
     # Only the columns the input has cross into the Python worker; nullable longs as value + flag.
-    cols = [(F.col(stream_id_col).cast("string") if stream_id_col else F.lit("")).alias("pw_sid")]
+    cols = [stream_id_column(stream_id_col, "pw_sid")]
     exprs = {"event_time": et, **{k: F.col(v).cast("long") for k, v in longs.items() if v is not None}}
     for name, expr in exprs.items():
-        cols.append(F.coalesce(expr, F.lit(0).cast("long")).alias(f"pw_{name}"))
+        cols.append(long_or_zero(expr).alias(f"pw_{name}"))
         if name not in ("seq", "batch"):
             cols.append(expr.isNull().alias(f"pw_{name}_null"))
     if kind_col:
@@ -647,9 +650,7 @@ def partitioned_watermarks(
     processor = PartitionedWatermarkProcessor(
         default, per_stream, batch_col is not None, seq_col is not None, auto_register
     )
-    output = df.select(*cols).groupBy("pw_sid").transformWithStateInPandas(
-        statefulProcessor=processor, outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None"
-    )
+    output = one_group_per_stream(df, cols, "pw_sid", processor, OUTPUT_SCHEMA)
     return PartitionedWatermarkStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 

@@ -93,9 +93,12 @@ from spark_impl.common import (
     StreamGroupProcessor,
     check_columns,
     event_time_millis,
+    long_or_zero,
+    one_group_per_stream,
     opt,
     require_int,
     sat_sub,
+    stream_id_column,
     stream_settings,
     table_projections,
     with_defaults,
@@ -486,34 +489,22 @@ def session_windows(
     )  # fmt: skip
     et = event_time_millis(fields, event_time_col)
 
-    def long_or(name: str) -> Any:
-        return F.coalesce(F.col(name).cast("long"), F.lit(0).cast("long"))
-
     cols = [
-        (F.col(stream_id_col).cast("string") if stream_id_col else F.lit("")).alias("sw_sid"),
+        stream_id_column(stream_id_col, "sw_sid"),
         F.col(key_col).cast("string").alias("sw_key"),
-        F.coalesce(et, F.lit(0).cast("long")).alias("sw_et"),
+        long_or_zero(et).alias("sw_et"),
         et.isNull().alias("sw_et_null"),
     ]
     for label, name in (("sw_batch", batch_col), ("sw_seq", seq_col), ("sw_value", value_col)):
         if name:
-            cols.append(long_or(name).alias(label))
+            cols.append(long_or_zero(name).alias(label))
     if kind_col:
         cols.append(F.col(kind_col).cast("string").alias("sw_kind"))
     processor = (SessionWindowProcessor if seq_col else _UnorderedProcessor)(
         default, per_stream, batch_col is not None
     )
     processor.report_timers = report_timers
-    output = (
-        df.select(*cols)
-        .groupBy("sw_sid")
-        .transformWithStateInPandas(
-            statefulProcessor=processor,
-            outputStructType=OUTPUT_SCHEMA,
-            outputMode="Append",
-            timeMode="None",
-        )
-    )
+    output = one_group_per_stream(df, cols, "sw_sid", processor, OUTPUT_SCHEMA)
     tables = table_projections(output, TABLE_COLUMNS)
     return SessionWindowStreams(
         output=output, late_output=tables["late"].filter(F.col("verdict") == "late_output"), **tables

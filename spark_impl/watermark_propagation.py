@@ -82,9 +82,12 @@ from spark_impl.common import (
     batches_in,
     check_columns,
     event_time_millis,
+    long_or_zero,
     native_watermark_progress,
+    one_group_per_stream,
     require_int,
     sat_sub,
+    stream_id_column,
     stream_settings,
     table_projections,
     with_defaults,
@@ -493,15 +496,15 @@ def watermark_propagation(
         ("watermark_col", "seq_col", "batch_col"), kind_col, seq_col,
     )  # fmt: skip
     cols = [
-        (F.col(stream_id_col).cast("string") if stream_id_col else F.lit("")).alias("wp_sid"),
+        stream_id_column(stream_id_col, "wp_sid"),
         F.col(node_col).cast("string").alias("wp_node"),
     ]
     if event_time_col is not None:
         et = event_time_millis(fields, event_time_col)
-        cols += [F.coalesce(et, F.lit(0).cast("long")).alias("wp_et"), et.isNull().alias("wp_et_null")]
+        cols += [long_or_zero(et).alias("wp_et"), et.isNull().alias("wp_et_null")]
     if watermark_col is not None:
         wm = F.col(watermark_col).cast("long")
-        cols += [F.coalesce(wm, F.lit(0).cast("long")).alias("wp_time"), wm.isNull().alias("wp_time_null")]
+        cols += [long_or_zero(wm).alias("wp_time"), wm.isNull().alias("wp_time_null")]
     if kind_col is not None:
         cols.append(F.col(kind_col).cast("string").alias("wp_kind"))
     elif watermark_col is not None:
@@ -509,20 +512,12 @@ def watermark_propagation(
     else:
         cols.append(F.lit("event").alias("wp_kind"))
     if seq_col is not None:
-        cols.append(F.coalesce(F.col(seq_col).cast("long"), F.lit(0).cast("long")).alias("wp_seq"))
+        cols.append(long_or_zero(seq_col).alias("wp_seq"))
     if batch_col is not None:
-        cols.append(F.coalesce(F.col(batch_col).cast("long"), F.lit(0).cast("long")).alias("wp_batch"))
+        cols.append(long_or_zero(batch_col).alias("wp_batch"))
     processor_class = WatermarkPropagationProcessor if seq_col else _UnorderedProcessor
-    output = (
-        df.select(*cols)
-        .groupBy("wp_sid")
-        .transformWithStateInPandas(
-            statefulProcessor=processor_class(default, per_stream, batch_col is not None),
-            outputStructType=OUTPUT_SCHEMA,
-            outputMode="Append",
-            timeMode="None",
-        )
-    )
+    processor = processor_class(default, per_stream, batch_col is not None)
+    output = one_group_per_stream(df, cols, "wp_sid", processor, OUTPUT_SCHEMA)
     return WatermarkPropagationStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 
