@@ -90,6 +90,7 @@ class EventtimeTypeRegistry:
         self._parsers: dict[str, Parser] = dict(BUILTIN_TYPES)
 
     def register(self, name: str, parser: Parser) -> None:
+        # VELO-R3, R6: any callable may be registered through the API, under a new name only.
         if name in self._parsers:
             raise DuplicateEventtimeType(f"event-time type {name!r} is already registered")
         self._parsers[name] = parser
@@ -214,7 +215,9 @@ class CollectionResult:
 
 
 class PhysicalEventtimeWatermark:
-    """Buffers tuples, releases them in event-time order and emits watermarks."""
+    """Buffers tuples, releases them in event-time order and emits watermarks.
+
+    VELO-R21: there is no end-of-stream call; what is buffered when the input stops stays here."""
 
     def __init__(
         self, streams: Sequence[StreamDefinition], late_tolerance: int, registry: EventtimeTypeRegistry
@@ -264,6 +267,7 @@ class PhysicalEventtimeWatermark:
             while self.buffer and self.buffer[0][0] <= target:  # VELO-R17: release in (ts, arrival) order
                 ts, _, t = heapq.heappop(self.buffer)
                 result.items.append(Tuple(t.key, t.value, ts))
+            # VELO-R18: the watermark follows every tuple at or below it, so none can come after it.
             result.items.append(Watermark(target))
             self.current_watermark = target
             self.watermark_emitted_count += 1

@@ -226,7 +226,7 @@ class SessionWindowOperator:
         default: list[Aggregator] = [CountAggregator(), SumAggregator()]
         self.aggregators = list(aggregators) if aggregators is not None else default
         self.operator_id = operator_id
-        self.sessions: dict[str, list[Session]] = {}
+        self.sessions: dict[str, list[Session]] = {}  # F017E-R1: open sessions, per key
         self.pending_timers: dict[tuple[str, int], int] = {}  # F017E-R13: the truth about timers
         self.next_session_id = 1
         self.closed_by_timer = 0
@@ -306,6 +306,7 @@ class SessionWindowOperator:
             for s in sorted(self.sessions.get(key, []), key=lambda x: x.start):  # the order of R8
                 if self._passed(s, watermark):
                     out.append(self._close(key, s, "watermark"))
+        # F017E-R14: timers of every key fire here, so keys that stopped sending still close.
         for timer in ctx.timers.poll_timers(watermark):
             out.extend(self.on_timer(timer, ctx))
         return out
