@@ -132,7 +132,8 @@ def eventtime_buffer_traces(draw: st.DrawFn, invalid_config_rate: int = 0) -> Tr
             elif roll == 28:
                 batch.append(Item("idle", key="a"))
             else:
-                batch.append(Item("event", key="z", value=0))  # no cell at all: a null cell
+                value += 1  # every event's value grows with arrival, a cell-less one too
+                batch.append(Item("event", key="z", value=value))  # no cell at all: a null cell
         batches.append(tuple(batch))
     return Trace(AREA, config, tuple(batches), draw(restart_points(len(batches))))
 

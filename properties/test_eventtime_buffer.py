@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_sub
@@ -74,10 +74,30 @@ def test_no_tuple_at_or_below_an_emitted_watermark_ever_follows_it(trace: Trace)
             last_tuple = r["event_time"]
 
 
+# Found by the conformance profile when the strategy still gave cell-less events value 0: in
+# processing-time mode such an event is a tuple stamped with the clock, tied with the one before.
+_CELL_LESS_TIE = Trace(
+    "eventtime_buffer",
+    {"columns": ["id", "ts"], "eventtime_column": "ts", "eventtime_type": "unixtimestamp_ms",
+     "eventtime_enabled": False, "late_tolerance": 0},
+    ((Item("clock", time=0), Item("event", key="a", value=1, raw=0), Item("event", key="z", value=2)),),
+)  # fmt: skip
+
+
+@pytest.mark.clauses("VELO-R15")
+@given(TRACES)
+def test_the_strategy_keeps_its_promise_that_values_grow_with_arrival(trace: Trace) -> None:
+    """The tie property below reads arrival order from values: every event must raise it."""
+    values = [i.value for _, _, i in _events(trace)]
+    assert values == sorted(set(values))
+
+
 @pytest.mark.clauses("VELO-R15", "VELO-R9")
 @given(TRACES)
+@example(_CELL_LESS_TIE)
 def test_tuples_with_equal_times_leave_in_arrival_order(trace: Trace) -> None:
-    """Generated values grow with arrival, so arrival order is visible in the output."""
+    """Generated values grow with arrival (every event, a cell-less one too), so arrival order
+    is visible in the output."""
     out = _run(trace)
     if out is None:
         return
