@@ -11,11 +11,19 @@ and how long the shrinker may spend on a failing trace.
 | dev | 25 | 50 | 30 s |
 | ci | 100 | 200 | 120 s |
 | thorough | 1000 | 1000 | 300 s |
+
+One seed drives a whole run (spec/traces.md TR-13): ``run_seed()`` is
+``$CONFORMANCE_SEED`` when set, else 0 under ``ci`` and a fresh random seed
+under the other profiles, drawn once per process. The pytest plugin hands it
+to Hypothesis (as ``--hypothesis-seed`` would) and prints it; the differential
+traces are drawn from it too. The ``ci`` profile is also derandomized, so its
+property examples do not depend on the seed at all.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, settings
@@ -66,8 +74,41 @@ def load_profile(name: str | None = None) -> str:
     return name
 
 
+SEED_VAR = "CONFORMANCE_SEED"
+_seed: int | None = None
+
+
+def run_seed() -> int:
+    """The seed of this run: ``$CONFORMANCE_SEED``, else 0 under ``ci``, else drawn once."""
+    global _seed
+    if _seed is None:
+        if os.environ.get(SEED_VAR, "").strip():
+            try:
+                _seed = int(os.environ[SEED_VAR])
+            except ValueError:
+                raise ValueError(f"{SEED_VAR}={os.environ[SEED_VAR]!r} is not a whole number") from None
+        else:
+            _seed = 0 if profile_name() == "ci" else random.randrange(2**31)
+    return _seed
+
+
+def set_run_seed(value: int) -> None:
+    """Fix the run's seed (the plugin does, from ``--hypothesis-seed`` when that is given)."""
+    global _seed
+    _seed = value
+
+
 def differential_budget() -> DifferentialBudget:
     return BUDGETS.get(profile_name(), BUDGETS[DEFAULT_PROFILE])
 
 
-__all__ = ["BUDGETS", "DEFAULT_PROFILE", "DifferentialBudget", "differential_budget", "load_profile"]
+__all__ = [
+    "BUDGETS",
+    "DEFAULT_PROFILE",
+    "SEED_VAR",
+    "DifferentialBudget",
+    "differential_budget",
+    "load_profile",
+    "run_seed",
+    "set_run_seed",
+]

@@ -26,8 +26,6 @@ assignments and malformed items (see its docstring).
 
 from __future__ import annotations
 
-import os
-import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +34,8 @@ from hypothesis import strategies as st
 
 from harness.differential import Report, check_against_reference
 from harness.engine import Engine
-from harness.hypothesis_profiles import differential_budget, profile_name
+from harness.hypothesis_profiles import SEED_VAR, differential_budget, profile_name, run_seed
+from harness.replay import replay_traces
 from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, Item, Trace
 
 AREA = "keyed_watermarks"
@@ -342,28 +341,43 @@ def generate(strategy: st.SearchStrategy[Trace], n: int, seed_value: int = 0) ->
     return [replace(t, name=f"generated #{i} (seed {seed_value})") for i, t in enumerate(out.values())]
 
 
-def differential_seed() -> int:
-    """``$DIFFERENTIAL_SEED``, else 0 under the ``ci`` profile (reproducible) and a fresh one otherwise."""
-    if "DIFFERENTIAL_SEED" in os.environ:
-        return int(os.environ["DIFFERENTIAL_SEED"])
-    return 0 if profile_name() == "ci" else random.randrange(2**31)
+#: an area's differential mix: (strategy, share of the traces) pairs
+Parts = tuple[tuple[st.SearchStrategy[Trace], float], ...]
+
+_DRAWN: dict[tuple[str, int, int], list[Trace]] = {}
+
+
+def differential_traces(parts: Parts, n: int | None = None, seed_value: int | None = None) -> list[Trace]:
+    """The traces a differential run of ``parts`` sends to an engine: the profile's number
+    (``n``), drawn from the run's seed; the same arguments give the same traces, cached, so
+    the generator-coverage count sees exactly what the engines are given."""
+    n = differential_budget().traces if n is None else n
+    seed_value = run_seed() if seed_value is None else seed_value
+    key = (repr(parts), n, seed_value)  # a composite strategy's repr names its arguments
+    if key not in _DRAWN:
+        traces: list[Trace] = []
+        for i, (strategy, share) in enumerate(parts):
+            count = n - len(traces) if i == len(parts) - 1 else max(1, round(n * share))
+            traces += generate(strategy, count, seed_value + i)
+        _DRAWN[key] = traces
+    return _DRAWN[key]
 
 
 def check_generated(engine: Engine, *parts: tuple[st.SearchStrategy[Trace], float]) -> Report:
     """An area's differential test: the profile's number of traces, drawn from ``parts``
     (strategy, share of the traces), run through ``engine`` in ONE call and compared with
-    the oracle; a difference is shrunk and printed as Gherkin (harness.differential)."""
+    the oracle; a difference is shrunk and printed as Gherkin (harness.differential).
+    With ``--replay FILE`` the traces of that file run instead (TR-13)."""
+    replayed = replay_traces()
+    if replayed is not None:
+        return check_against_reference(engine, replayed, shrink_seconds=0.0, context="replayed")
     budget = differential_budget()
-    seed_value = differential_seed()
-    traces: list[Trace] = []
-    for i, (strategy, share) in enumerate(parts):
-        n = budget.traces - len(traces) if i == len(parts) - 1 else max(1, round(budget.traces * share))
-        traces += generate(strategy, n, seed_value + i)
+    traces = differential_traces(tuple(parts))
     report = check_against_reference(
         engine,
         traces,
         shrink_seconds=budget.shrink_seconds,
-        context=f"profile {profile_name()}, DIFFERENTIAL_SEED={seed_value}",
+        context=f"profile {profile_name()}, {SEED_VAR}={run_seed()}",
     )
     if report.traces != budget.traces:
         raise AssertionError(f"{report.traces} traces were checked, the profile asks for {budget.traces}")
@@ -372,7 +386,7 @@ def check_generated(engine: Engine, *parts: tuple[st.SearchStrategy[Trace], floa
 
 __all__ = [
     "check_generated",
-    "differential_seed",
+    "differential_traces",
     "generate",
     "NEVER_SOURCE",
     "PARTITIONED_AREA",

@@ -31,7 +31,8 @@ from properties.session_windows_strategies import (
     session_window_configs,
     session_window_traces,
 )
-from properties.strategies import check_generated, differential_seed, generate
+from harness.hypothesis_profiles import run_seed
+from properties.strategies import check_generated, generate
 from reference.session_windows import (
     BoundedOutOfOrdernessGenerator,
     Event,
@@ -353,7 +354,7 @@ def test_restarts_change_nothing_on_the_engine(engine_under_test: Any) -> None:
     """At least 20 generated traces, each with a restart: the engine's output equals its own
     uninterrupted run and the oracle's (no session lost, none emitted twice)."""
     restart_traces = session_window_traces(min_restarts=1, max_batches=4)
-    traces = generate(restart_traces, RESTART_TRACES, differential_seed() + 1)
+    traces = generate(restart_traces, RESTART_TRACES, run_seed() + 1)
     assert len(traces) >= 20 and all(t.restart_after for t in traces)
     restarted = run_canonical(engine_under_test, traces)
     plain = [replace(t, restart_after=frozenset()) for t in traces]

@@ -11,7 +11,11 @@
 Settings (both modes): the RocksDB state store provider (required by
 ``transformWithStateInPandas``), ``spark.sql.shuffle.partitions`` from
 ``SPARK_SHUFFLE_PARTITIONS`` (default 2) or the ``shuffle_partitions``
-argument, the UI and console progress bar off. Workers run this
+argument, the UI and console progress bar off, and
+``spark.sql.execution.arrow.maxRecordsPerBatch`` from
+``SPARK_ARROW_MAX_RECORDS_PER_BATCH`` when set (the test environments set it
+to 2, so every group reaches an operator as many Arrow chunks; Spark's default
+is 10,000). Workers run this
 interpreter: ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` are set to
 ``sys.executable`` before the session starts.
 """
@@ -101,6 +105,11 @@ def get_spark(shuffle_partitions: int | None = None) -> Any:
         # Runtime settings, also applied when getOrCreate returned an existing session.
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
         spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        chunk = os.environ.get("SPARK_ARROW_MAX_RECORDS_PER_BATCH", "").strip()
+        if chunk:
+            if not chunk.isdigit() or int(chunk) < 1:
+                raise ValueError(f"SPARK_ARROW_MAX_RECORDS_PER_BATCH={chunk!r}: give a whole number of rows >= 1")
+            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", chunk)
         from spark_impl.trace_source import register
 
         register(spark)
