@@ -493,11 +493,33 @@ def failure_message(
     return "\n\n".join(
         [
             head + others,
+            _saved(shrunk.trace, original, scenario),
             "Paste into features/" + shrunk.trace.area + ".feature:\n\n" + scenario,
             "Trace.describe():\n" + shrunk.trace.describe(),
             "Trace JSON:\n" + shrunk.trace.dumps(),
             "Difference (expected = oracle, actual = " + engine.name + "):\n" + shrunk.difference,
         ]
+    )
+
+
+def _saved(shrunk: Trace, original: Trace, scenario: str) -> str:
+    """TR-13: the shrunk and the generated trace go to a file; the line that replays them."""
+    from harness import replay
+
+    test_id = replay.current_test()
+    try:
+        from harness.hypothesis_profiles import profile_name, run_seed
+
+        profile, seed = profile_name(), run_seed()
+    except ImportError:  # the harness without its test extra
+        profile, seed = "", -1
+    traces = [shrunk] if shrunk == original else [shrunk, original]
+    path = replay.write_failure(test_id or "", profile=profile, seed=seed, traces=traces, gherkin=scenario)
+    if test_id is None:
+        return f"Traces saved to {path} (shrunk first, then as generated)."
+    return (
+        f"Traces saved to {path} (shrunk first, then as generated), the scenario to "
+        f"{path.with_suffix('.feature')}.\nReplay them: {replay.replay_command(test_id, path)}"
     )
 
 

@@ -12,6 +12,16 @@
   marker property tests use; ``@oracle-only`` scenarios run on the reference
   engine only and are deselected, and counted as oracle-only, for the others.
 * ``expectations/<engine>.toml`` entries become strict xfails.
+* One seed per run (TR-13): ``CONFORMANCE_SEED``, else 0 under the ``ci``
+  profile and a fresh one otherwise; handed to Hypothesis as
+  ``--hypothesis-seed`` would be, and printed in the header.
+* A failing generated example of a Hypothesis property is saved under
+  ``reports/failures/`` and the failure names the command that replays it;
+  ``--replay FILE`` runs a property once on the file's arguments, and a
+  differential test on the file's traces (harness/replay.py).
+* Every test of ``properties/`` and scenario of ``features/`` must name a
+  clause that ``spec/`` defines (TR-12): the run fails and lists those that
+  do not.
 * The terminal summary prints one row per clause of ``spec/*.md`` and engine
   (scenarios and properties passed/failed, known deviations, oracle-only) and
   writes the same as JSON to ``reports/conformance.json``. It is built from
@@ -20,7 +30,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -31,9 +43,11 @@ from typing import Any
 
 import pytest
 
+from harness import replay
 from harness.clauses import clause_sort_key, is_clause_id, load_clauses
 from harness.engine import Engine, load_engine, run_canonical
 from harness.expectations import Deviation, load_deviations
+from harness.hypothesis_profiles import ENV_VAR, SEED_VAR, profile_name, run_seed, set_run_seed
 from harness.outputs import Output, format_table
 from harness.traces import Trace
 
@@ -69,9 +83,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="folder of the per-engine expectation files <engine>.toml (default: %(default)s)",
     )
+    group.addoption(
+        "--replay",
+        default=None,
+        metavar="FILE",
+        help="run the failing case saved in FILE (reports/failures/*.json) instead of generating; "
+        "select the test it names",
+    )
 
 
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis's plugin reads --hypothesis-seed
 def pytest_configure(config: pytest.Config) -> None:
+    _configure_seed(config)
+    try:
+        config.stash[_REPLAY_BEFORE] = replay.configure(
+            Path(config.rootpath, replay.FAILURES_DIR),
+            os.environ.get("TOX_ENV_NAME") or "conformance",
+            config.getoption("replay"),
+        )
+    except replay.ReplayError as e:
+        raise pytest.UsageError(str(e)) from None
+    config.stash[_TAG_PROBLEMS] = []
     config.addinivalue_line(
         "markers", "clauses(*ids): the spec clauses a test shows, e.g. clauses('F065-R5', 'F065-R7')"
     )
@@ -82,6 +114,38 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RESULTS] = {}
 
 
+def _configure_seed(config: pytest.Config) -> None:
+    """TR-13: one seed for Hypothesis and the differential traces alike."""
+    profile = config.getoption("hypothesis_profile", default=None)
+    if profile:
+        os.environ[ENV_VAR] = profile  # so run_seed() and the property suites see the chosen profile
+    given = config.getoption("hypothesis_seed", default=None)
+    if given is not None:
+        try:
+            set_run_seed(int(given))
+        except ValueError:
+            raise pytest.UsageError(f"--hypothesis-seed={given!r}: give a whole number") from None
+    else:
+        try:
+            config.option.hypothesis_seed = str(run_seed())
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    before = config.stash.get(_REPLAY_BEFORE, None)
+    if before is not None:
+        replay.restore(before)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    seed = run_seed()
+    lines = [f"conformance: profile {profile_name()}, seed {seed} ({SEED_VAR}={seed} repeats this run)"]
+    if replay.replaying() is not None:
+        lines.append(f"conformance: replaying {config.getoption('replay')}")
+    return lines
+
+
 def chosen_engines(config: pytest.Config) -> list[str]:
     """The engine names of this run, in --engine order (default reference and spark)."""
     return list(config.stash[_RUNS].engine_ids)
@@ -89,6 +153,8 @@ def chosen_engines(config: pytest.Config) -> list[str]:
 
 _RUNS = pytest.StashKey["EngineRuns"]()
 _RESULTS = pytest.StashKey[dict[str, "TestResult"]]()
+_REPLAY_BEFORE = pytest.StashKey[tuple[Any, ...]]()
+_TAG_PROBLEMS = pytest.StashKey[list[str]]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -324,9 +390,133 @@ def pytest_collection_modifyitems(
         if matched:
             item.add_marker(pytest.mark.xfail(strict=True, reason="; ".join(d.describe() for d in matched)))
             item.user_properties.append(("deviation", [_dev_json(d) for d in matched]))
+    config.stash[_TAG_PROBLEMS] = clause_tag_problems(config, items)
     if oracle_only:
         items[:] = [i for i in items if i not in oracle_only]
         config.hook.pytest_deselected(items=oracle_only)
+
+
+TAGGED_SUITES = ("features", "properties")  # TR-12: every test in these folders names its clauses
+
+
+def clause_tag_problems(config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
+    """TR-12: the tests of features/ and properties/ that name no clause, or one spec/ lacks."""
+    known = {c.id for c in load_clauses(Path(config.rootpath, "spec"))}
+    if not known:
+        return []  # no spec here (a third party's checkout): nothing to check against
+    problems: dict[str, str] = {}
+    for item in items:
+        try:
+            suite = item.path.relative_to(config.rootpath).parts[0]
+        except ValueError:
+            continue
+        if suite not in TAGGED_SUITES:
+            continue
+        test = item.nodeid.split("[")[0]  # one line per test, not per engine
+        clauses = item_clauses(item)
+        unknown = [c for c in clauses if c not in known]
+        if not clauses:
+            problems.setdefault(test, f"{test}: names no clause")
+        elif unknown:
+            problems.setdefault(test, f"{test}: names {', '.join(unknown)}, not a clause of spec/")
+    return sorted(problems.values())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.stash.get(_TAG_PROBLEMS, None) and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ---- failing generated examples: saved, and replayed (TR-13) ----------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    before = replay.set_current_test(item.nodeid)
+    handler: Any = getattr(getattr(item, "obj", None), "hypothesis", None)
+    original = getattr(handler, "inner_test", None)
+    if original is not None and replay.replaying() is None:
+        # Hypothesis documents inner_test as replaceable: the wrapper sees every example's arguments.
+        handler.inner_test = _saving_failures(item, original)
+    try:
+        return (yield)
+    finally:
+        if original is not None:
+            handler.inner_test = original
+        replay.set_current_test(before)
+
+
+def _given_names(item: pytest.Item, inner: Any) -> list[str]:
+    """The arguments Hypothesis supplies: the inner test's parameters the wrapper hides."""
+    shown = set(inspect.signature(item.obj).parameters)  # type: ignore[attr-defined]
+    return [n for n in inspect.signature(inner).parameters if n not in shown]
+
+
+def _saving_failures(item: pytest.Item, inner: Any) -> Any:
+    names = _given_names(item, inner)
+
+    def run_example(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return inner(*args, **kwargs)
+        except (pytest.skip.Exception, pytest.xfail.Exception):
+            raise
+        except Exception as error:
+            if _final_example():
+                error.add_note(_save_example(item.nodeid, {n: kwargs[n] for n in names if n in kwargs}))
+            raise
+
+    return run_example
+
+
+def _final_example() -> bool:
+    """True while Hypothesis replays the shrunk failing example one last time."""
+    from hypothesis.control import current_build_context
+
+    try:
+        return bool(current_build_context().is_final)
+    except Exception:  # noqa: BLE001 - no build context: not inside Hypothesis
+        return False
+
+
+def _save_example(test_id: str, arguments: dict[str, Any]) -> str:
+    seed = run_seed()
+    traces = [v for v in arguments.values() if isinstance(v, Trace)]
+    gherkin = "\n\n".join(g for g in map(_scenario_text, traces) if g) or None
+    if not replay.encodable(arguments):
+        return f"Replay this failing example: {replay.seed_command(test_id, seed)}"
+    path = replay.write_failure(
+        test_id, profile=profile_name(), seed=seed, arguments=arguments, gherkin=gherkin
+    )
+    beside = f" (and {path.with_suffix('.feature')})" if gherkin else ""
+    return f"Failing example saved to {path}{beside}.\nReplay it: {replay.replay_command(test_id, path)}"
+
+
+def _scenario_text(trace: Trace) -> str | None:
+    """The trace as a scenario, the oracle's tables as its Then steps; None if it cannot be said."""
+    from harness.differential import to_gherkin
+    from harness.reference_engine import ReferenceEngine
+
+    try:
+        expected = run_canonical(ReferenceEngine(), [trace])[0]
+        return to_gherkin(trace, expected, title="a failing generated example")
+    except Exception:  # noqa: BLE001 - an oracle crash is the failure itself; the JSON still replays
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """``--replay FILE``: a Hypothesis property runs once on the file's arguments."""
+    handler = getattr(pyfuncitem.obj, "hypothesis", None)
+    if handler is None or replay.replaying() is None:
+        return None
+    names = _given_names(pyfuncitem, handler.inner_test)
+    fixtures = {n: pyfuncitem.funcargs[n] for n in pyfuncitem._fixtureinfo.argnames}
+    try:
+        arguments = replay.replay_arguments(names)
+    except replay.ReplayError as e:
+        pytest.fail(str(e), pytrace=False)
+    handler.inner_test(**fixtures, **arguments)
+    return True
 
 
 def oracle_only_reason(item: pytest.Item) -> str:
@@ -457,6 +647,10 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
             )
     return {
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "profile": profile_name(),
+        "seed": run_seed(),
+        "clause_tag_problems": _tag_problems(config),
+        "generator_coverage": _generator_coverage(),
         "engines": [
             {"id": e, "engine_run_calls": runs.handles[e].calls, "traces_run": runs.handles[e].traces_run}
             if e in runs.handles
@@ -466,6 +660,22 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
         "spec_found": bool(spec_clauses),
         "rows": rows,
         "tests": [vars(r) for r in sorted(results, key=lambda r: r.nodeid)],
+    }
+
+
+def _tag_problems(config: pytest.Config) -> list[str]:
+    problems: list[str] = config.stash.get(_TAG_PROBLEMS, [])
+    return problems
+
+
+def _generator_coverage() -> dict[str, Any]:
+    """What properties/test_generator_coverage.py counted in this run (nothing if it did not run)."""
+    counted = sys.modules.get("properties.generator_coverage")
+    if counted is None:
+        return {}
+    return {
+        area: {"traces": c.traces, "seed": c.seed, "counts": c.counts, "rare": c.rare}
+        for area, c in counted.RECORDED.items()
     }
 
 
@@ -534,6 +744,27 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"    scenario: {name}")
         for name in r["properties"]:
             tr.write_line(f"    property: {name}")
+    counted = sys.modules.get("properties.generator_coverage")
+    if counted is not None and counted.RECORDED:
+        tr.write_line("")
+        tr.write_line(
+            f"generator coverage (TR-13): generated traces reaching each case, at least "
+            f"{100 * counted.THRESHOLD:.0f}% each"
+        )
+        for area in sorted(counted.RECORDED):
+            for line in counted.RECORDED[area].lines():
+                tr.write_line(line)
+    problems = summary["clause_tag_problems"]
+    if problems:
+        tr.write_line("")
+        tr.write_line(
+            f"clause tags (TR-12): {len(problems)} tests name no clause, or one spec/ lacks; the run fails"
+        )
+        for line in problems:
+            tr.write_line(f"    {line}")
+    tr.write_line("")
+    seed = summary["seed"]
+    tr.write_line(f"seed {seed} (profile {summary['profile']}): {SEED_VAR}={seed} repeats this run")
     path = Path(config.rootpath, config.getoption("conformance_report"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

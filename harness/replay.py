@@ -17,11 +17,12 @@ on the file's arguments instead of generating examples.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +36,49 @@ _replay: dict[str, Any] | None = None
 _replay_path: str | None = None
 _failures_root: Path = Path(FAILURES_DIR)
 _tox_env: str = "conformance"
+_current_test: str | None = None
 
 
 class ReplayError(ValueError):
     """A replay file that cannot be used (missing, not JSON, another layout, wrong test)."""
 
 
-def configure(failures_dir: Path, tox_env: str) -> None:
-    """Where failure files go and which tox environment the printed command names."""
+def configure(failures_dir: Path, tox_env: str, replay_path: str | None) -> tuple[Any, ...]:
+    """Where failure files go, which tox environment the printed command names, and the
+    ``--replay`` file (None: generate as usual). Returns the previous settings for
+    ``restore`` (a nested pytest run, as the suites' own plugin tests make, must not keep them)."""
     global _failures_root, _tox_env
-    _failures_root = failures_dir
-    _tox_env = tox_env
+    previous = (_failures_root, _tox_env, _replay, _replay_path)
+    _failures_root, _tox_env = failures_dir, tox_env
+    load_replay(replay_path)
+    return previous
+
+
+def restore(previous: tuple[Any, ...]) -> None:
+    global _failures_root, _tox_env, _replay, _replay_path
+    _failures_root, _tox_env, _replay, _replay_path = previous
+
+
+@contextlib.contextmanager
+def failures_written_to(folder: Path) -> Iterator[None]:
+    """Failure files go to ``folder`` for a while (tests of the checker fail on purpose)."""
+    global _failures_root
+    before, _failures_root = _failures_root, folder
+    try:
+        yield
+    finally:
+        _failures_root = before
+
+
+def set_current_test(test_id: str | None) -> str | None:
+    """The test now running (its failure files name it); returns the one before."""
+    global _current_test
+    before, _current_test = _current_test, test_id
+    return before
+
+
+def current_test() -> str | None:
+    return _current_test
 
 
 def load_replay(path: str | None) -> None:
@@ -85,7 +118,8 @@ def replay_arguments(names: Sequence[str]) -> dict[str, Any]:
     args = _replay["arguments"]
     missing = [n for n in names if n not in args]
     if missing:
-        raise ReplayError(f"--replay {_replay_path}: no value for {', '.join(missing)} (a file of another test?)")
+        named = ", ".join(missing)
+        raise ReplayError(f"--replay {_replay_path}: no value for {named} (a file of another test?)")
     return {n: _decode(args[n]) for n in names}
 
 
@@ -153,12 +187,16 @@ __all__ = [
     "FAILURES_DIR",
     "ReplayError",
     "configure",
+    "current_test",
     "encodable",
+    "failures_written_to",
     "load_replay",
     "replay_arguments",
     "replay_command",
     "replay_traces",
     "replaying",
+    "restore",
     "seed_command",
+    "set_current_test",
     "write_failure",
 ]

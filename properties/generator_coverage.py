@@ -64,7 +64,9 @@ class CaseCounts:
     def lines(self) -> list[str]:
         out = [f"{self.area}: {self.traces} traces (seed {self.seed})"]
         for case, n in self.counts.items():
-            flag = "" if self.share(case) >= THRESHOLD else ("  (rare: see RARE)" if case in self.rare else "  LOW")
+            flag = ""
+            if self.share(case) < THRESHOLD:
+                flag = "  (rare: see RARE)" if case in self.rare else "  LOW"
             out.append(f"    {case:<28} {n:>6}  {100 * self.share(case):5.1f}%{flag}")
         return out
 
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("areas", nargs="*", default=list(AREAS), help="areas (default: all)")
     parser.add_argument("--traces", type=int, default=None, help="traces per area (default: the profile's)")
-    parser.add_argument("--seed", type=int, default=None, help="seed (default: the run's, see CONFORMANCE_SEED)")
+    parser.add_argument("--seed", type=int, default=None, help="seed (default: the run's, CONFORMANCE_SEED)")
     args = parser.parse_args(argv)
     from harness.hypothesis_profiles import load_profile
 

@@ -10,14 +10,17 @@ F064: the oracle with ``>=`` instead of ``>`` in the idle timeout (F064-R11).
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Hashable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 
 import reference.keyed_watermarks as kw
 import reference.partitioned_watermarks as pw
+from harness import replay
 from harness.differential import (
     candidates,
     check_against_reference,
@@ -29,7 +32,19 @@ from harness.differential import (
 from harness.outputs import Output
 from harness.reference_engine import ReferenceEngine
 from harness.traces import Item, Trace
-from properties.strategies import generate, keyed_watermark_traces, partitioned_watermark_traces
+from properties.strategies import (
+    check_generated,
+    generate,
+    keyed_watermark_traces,
+    partitioned_watermark_traces,
+)
+
+
+@pytest.fixture(autouse=True)
+def _failure_files_in_tmp(tmp_path: Path) -> Iterator[None]:
+    """These tests fail the checker on purpose: their failure files stay out of reports/."""
+    with replay.failures_written_to(tmp_path):
+        yield
 
 
 class _LateAtTheWatermark(kw.KeyedWatermarkTracker):
@@ -153,6 +168,15 @@ def test_checker_catches_and_shrinks_an_off_by_one_late_test() -> None:
     # and its Then steps are the oracle's rows
     assert [r for r in expected["events"] if r[5] == "on_time" and r[3] == r[4]], scenario
 
+    # TR-13: the shrunk trace, then the generated one, are saved; the message names the replay
+    where = re.search(r"Traces saved to (\S+) ", message)
+    assert where, message
+    saved = Path(where.group(1))
+    traces = [Trace.from_json(t) for t in json.loads(saved.read_text())["traces"]]
+    assert traces[0].batches == shrunk.batches and traces[-1].name.startswith("generated #")
+    assert saved.with_suffix(".feature").read_text().strip() == scenario.strip()
+    assert f"-- {replay.current_test()} --replay {saved}" in message
+
 
 @pytest.mark.clauses("F065-R3")
 def test_checker_passes_a_correct_engine() -> None:
@@ -160,6 +184,7 @@ def test_checker_passes_a_correct_engine() -> None:
     assert report.failing == [] and report.traces == 50
 
 
+@pytest.mark.clauses("TR-13")
 def test_checker_reports_a_crash_as_a_difference() -> None:
     traces = _traces(40, seed=5)
     assert any(i.kind == "remove_key" for t in traces for b in t.batches for i in b)
@@ -171,6 +196,7 @@ def test_checker_reports_a_crash_as_a_difference() -> None:
     assert sum(len(b) for b in trace_from_gherkin(scenario).batches) == 1
 
 
+@pytest.mark.clauses("TR-13")
 def test_candidates_are_smaller_and_well_formed() -> None:
     for t in _traces(20, seed=11):
         for c in candidates(t):
@@ -178,6 +204,7 @@ def test_candidates_are_smaller_and_well_formed() -> None:
             assert all(0 <= r < len(c.batches) - 1 for r in c.restart_after)
 
 
+@pytest.mark.clauses("TR-13")
 @given(keyed_watermark_traces(invalid_config_rate=4))
 def test_gherkin_round_trip(trace: Trace) -> None:
     """A printed scenario replays, through the shared step library, to the same trace, and its
@@ -191,6 +218,7 @@ def test_gherkin_round_trip(trace: Trace) -> None:
     run_scenario(text, ReferenceEngine())
 
 
+@pytest.mark.clauses("TR-13")
 def test_gherkin_of_a_mixed_batch() -> None:
     trace = Trace(
         "keyed_watermarks",
@@ -273,6 +301,7 @@ def test_checker_catches_and_shrinks_an_idle_timeout_that_fires_at_the_timeout()
         run_scenario(scenario, IdleAtTheTimeoutEngine())
 
 
+@pytest.mark.clauses("TR-13")
 @given(partitioned_watermark_traces(invalid_config_rate=4))
 def test_f064_gherkin_round_trip(trace: Trace) -> None:
     """F064 traces print as scenarios of the shared step library and replay to the same trace."""
@@ -282,3 +311,20 @@ def test_f064_gherkin_round_trip(trace: Trace) -> None:
     assert replayed.batches == trace.batches and replayed.restart_after == trace.restart_after
     assert dict(replayed.config) == dict(trace.config)
     run_scenario(text, ReferenceEngine())
+
+
+@pytest.mark.clauses("TR-13")
+def test_a_differential_test_replays_the_saved_traces_instead_of_generating(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError) as failure:
+        check_against_reference(OffByOneEngine(), _traces(), shrink_seconds=5)
+    where = re.search(r"Traces saved to (\S+) ", str(failure.value))
+    assert where, failure.value
+    saved = json.loads(Path(where.group(1)).read_text())["traces"]
+    before = replay.configure(tmp_path, "conformance", where.group(1))
+    try:
+        strategy = (keyed_watermark_traces(), 1.0)
+        with pytest.raises(AssertionError, match=f"differs from the oracle on {len(saved)} of {len(saved)} "):
+            check_generated(OffByOneEngine(), strategy)
+        assert check_generated(ReferenceEngine(), strategy).traces == len(saved)
+    finally:
+        replay.restore(before)

@@ -1,8 +1,13 @@
-"""The harness's own rules (spec/traces.md): known deviations are strict expected failures."""
+"""The harness's own rules (spec/traces.md): known deviations are strict expected failures (TR-11),
+every test names its clauses (TR-12), failing generated examples are saved and replay (TR-13)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from harness.traces import Trace
 
 DEVIATION = """
 [[deviation]]
@@ -37,3 +42,95 @@ def test_a_known_deviation_is_a_strict_expected_failure(pytester: pytest.Pyteste
     # the test of another clause is untouched.
     result.assert_outcomes(xfailed=1, failed=1, passed=1)
     result.stdout.fnmatch_lines(["FAILED *test_deviation_fixed*XPASS(strict)*"])
+
+
+SPEC = "### AB-R1 A rule\n\nText.\n"
+
+TAGGING = """
+import pytest
+
+def test_names_nothing():
+    pass
+
+@pytest.mark.clauses("AB-R9")
+def test_names_an_unknown_clause():
+    pass
+
+@pytest.mark.clauses("AB-R1")
+def test_names_a_clause():
+    pass
+"""
+
+
+def _project(pytester: pytest.Pytester, **tests: str) -> None:
+    pytester.makeini("[pytest]\n")
+    pytester.mkdir("spec")
+    (pytester.path / "spec" / "rules.md").write_text(SPEC)
+    pytester.mkdir("properties")
+    for name, text in tests.items():
+        (pytester.path / "properties" / f"{name}.py").write_text(text)
+
+
+@pytest.mark.clauses("TR-12")
+def test_a_test_that_names_no_clause_or_an_unknown_one_fails_the_run(pytester: pytest.Pytester) -> None:
+    _project(pytester, test_tagging=TAGGING)
+    result = pytester.runpytest("-p", "harness.pytest_plugin", "--engine", "reference")
+    result.assert_outcomes(passed=3)  # the tests themselves pass; the run does not
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "clause tags (TR-12): 2 tests name no clause, or one spec/ lacks; the run fails",
+        "    properties/test_tagging.py::test_names_an_unknown_clause: names AB-R9, not a clause of spec/",
+        "    properties/test_tagging.py::test_names_nothing: names no clause",
+    ])  # fmt: skip
+
+
+PROPERTY = """
+import pytest
+from hypothesis import given, settings, strategies as st
+from harness.traces import Item, Trace
+
+@st.composite
+def traces(draw):
+    t = draw(st.integers(0, 50))
+    return Trace("keyed_watermarks", {"bounded_delay": 100}, ((Item("event", key="a", event_time=t),),))
+
+@pytest.mark.clauses("AB-R1")
+@settings(max_examples=300, database=None)
+@given(traces(), st.integers(0, 3))
+def test_times_stay_small(trace, extra):
+    assert trace.batches[0][0].event_time < LIMIT
+"""
+
+
+@pytest.mark.clauses("TR-13")
+def test_a_failing_generated_example_is_saved_and_replays_from_its_file(pytester: pytest.Pytester) -> None:
+    _project(pytester, test_property=PROPERTY.replace("LIMIT", "20"))
+    test_id = "properties/test_property.py::test_times_stay_small"
+    first = pytester.runpytest("-p", "harness.pytest_plugin", "--engine", "reference", test_id)
+    first.assert_outcomes(failed=1)
+    saved_line = first.stdout.str().split("Failing example saved to ", 1)[1].split()[0]
+    saved = pytester.path / saved_line
+    data = json.loads(saved.read_text())
+    assert data["test"] == test_id and data["arguments"]["extra"] == {"value": 0}
+    trace = Trace.from_json(data["arguments"]["trace"]["trace"])
+    assert trace.batches[0][0].event_time == 20  # Hypothesis shrank it to the boundary
+    assert "Scenario: a failing generated example" in saved.with_suffix(".feature").read_text()
+    replay_line = f"*Replay it: .bootstrap-venv/bin/tox -e * -- {test_id} --replay {saved_line}"
+    first.stdout.fnmatch_lines([replay_line])
+
+    plugin = ("-p", "harness.pytest_plugin", "--engine", "reference")
+    replayed = pytester.runpytest(*plugin, test_id, "--replay", saved_line)
+    replayed.assert_outcomes(failed=1)
+    replayed.stdout.fnmatch_lines(["*assert 20 < 20*"])
+    # the fixed test passes on the saved example
+    (pytester.path / "properties" / "test_property.py").write_text(PROPERTY.replace("LIMIT", "21"))
+    pytester.runpytest(*plugin, test_id, "--replay", saved_line).assert_outcomes(passed=1)
+
+
+@pytest.mark.clauses("TR-13")
+def test_a_replay_file_that_cannot_be_read_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _project(pytester, test_property=PROPERTY.replace("LIMIT", "20"))
+    (pytester.path / "broken.json").write_text("{not json")
+    result = pytester.runpytest("-p", "harness.pytest_plugin", "--replay", "broken.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--replay broken.json: not JSON*"])

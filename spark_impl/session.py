@@ -108,7 +108,7 @@ def get_spark(shuffle_partitions: int | None = None) -> Any:
         chunk = os.environ.get("SPARK_ARROW_MAX_RECORDS_PER_BATCH", "").strip()
         if chunk:
             if not chunk.isdigit() or int(chunk) < 1:
-                raise ValueError(f"SPARK_ARROW_MAX_RECORDS_PER_BATCH={chunk!r}: give a whole number of rows >= 1")
+                raise ValueError(f"SPARK_ARROW_MAX_RECORDS_PER_BATCH={chunk!r}: give a whole number >= 1")
             spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", chunk)
         from spark_impl.trace_source import register
 
