@@ -280,6 +280,35 @@ Feature: Late data
         | 3     | 1            |
         | 4     | 1            |
 
+    @OXL-R4 @OXL-R12 @TR-2
+    Scenario: The window that holds the top of the time range never closes
+      With windows of 7 ms, [I64_MAX - 7, I64_MAX) ends exactly at I64_MAX and closes at a
+      watermark of I64_MAX, while the window holding I64_MAX itself has its end clamped there:
+      an event at I64_MAX is on time under any watermark, so that window stays open and is
+      counted once.
+      Given late data configured with:
+        | setting     | value |
+        | window_size | 7     |
+      When these events arrive in one batch:
+        | event_time  |
+        | I64_MAX - 1 |
+        | I64_MAX     |
+      And the watermark reaches I64_MAX ms
+      And these events arrive in the next batch:
+        | event_time |
+        | I64_MAX    |
+      Then the verdicts in the last batch are:
+        | event_time | watermark | verdict |
+        | I64_MAX    | I64_MAX   | on time |
+      And the windows are:
+        | batch | seq | source | window_start | window_end | watermark | count |
+        | 1     | 0   | -      | I64_MAX - 7  | I64_MAX    | I64_MAX   | 1     |
+      And the progress is:
+        | batch | open_windows |
+        | 0     | 2            |
+        | 1     | 1            |
+        | 2     | 1            |
+
     @OXL-R10 @TR-4
     Scenario: The processing clock closes no window
       Allowed lateness is measured in event time: however far the processing clock moves,
@@ -361,8 +390,9 @@ Feature: Late data
 
     @OXL-R12 @TR-2
     Scenario: Windows at the ends of the time range are clamped
-      The last window ends at I64_MAX and closes only at a watermark of I64_MAX; the first
-      window starts at I64_MIN.
+      The first window starts at I64_MIN and closes like any other. The window of
+      I64_MAX - 1 also holds I64_MAX: its end is clamped to I64_MAX and it never closes,
+      not even at a watermark of I64_MAX, under which an event at I64_MAX is still on time.
       Given late data configured with:
         | setting          | value |
         | window_size      | 1000  |
@@ -376,7 +406,11 @@ Feature: Late data
       Then the windows are:
         | batch | seq | source | window_start     | window_end    | watermark   | count |
         | 1     | 0   | -      | I64_MIN          | I64_MIN + 808 | I64_MAX - 1 | 1     |
-        | 2     | 0   | -      | I64_MAX - 807    | I64_MAX       | I64_MAX     | 1     |
+      And the progress is:
+        | batch | open_windows |
+        | 0     | 2            |
+        | 1     | 1            |
+        | 2     | 1            |
 
   Rule: The stream
 

@@ -100,22 +100,25 @@ class AllowedLatenessTracker:
 
     def __init__(self, allowed_lateness_ms: int = 0) -> None:
         self.allowed_lateness_ms = _require_int("allowed_lateness", allowed_lateness_ms, minimum=0)
-        self.windows: dict[Any, int] = {}  # window id -> window end
+        self.windows: dict[Any, int | None] = {}  # window id -> window end (None: never closes)
 
     def closes_at(self, window_end: int) -> int:
         return saturating_add(window_end, self.allowed_lateness_ms)  # OXL-R10: saturating sum
 
-    def is_open(self, window_end: int, now: int | None) -> bool:
-        return now is None or now < self.closes_at(window_end)  # OXL-R10: closed once now >= end + lateness
+    def is_open(self, window_end: int | None, now: int | None) -> bool:
+        """``window_end`` None: the window holding I64_MAX, which no watermark closes (OXL-R12)."""
+        if now is None or window_end is None:
+            return True
+        return now < self.closes_at(window_end)  # OXL-R10: closed once now >= end + lateness
 
-    def register(self, window: Any, window_end: int) -> None:
+    def register(self, window: Any, window_end: int | None) -> None:
         self.windows.setdefault(window, window_end)
 
     def close_expired(self, now: int | None) -> list[Any]:
         """Forgets and returns the registered windows closed at ``now``, by end (OXL-R10)."""
         closed = sorted(
             (w for w, end in self.windows.items() if not self.is_open(end, now)),
-            key=lambda w: self.windows[w],
+            key=lambda w: self.windows[w] or 0,  # a closed window has an end: None never closes
         )
         for w in closed:
             del self.windows[w]
@@ -126,6 +129,11 @@ def window_of(event_time: int, size: int) -> tuple[int, int]:
     """OXL-R12: [start, end) of the tumbling window holding the time, clamped to the range."""
     floor = event_time - event_time % size
     return max(I64_MIN, floor), min(I64_MAX, floor + size)
+
+
+def closing_end(start: int, end: int, size: int) -> int | None:
+    """The end the tracker closes a window at: None for the window holding I64_MAX (OXL-R12)."""
+    return None if start + size > I64_MAX else end
 
 
 # ---- side outputs (OXL-R13) -------------------------------------------------------------
@@ -246,7 +254,7 @@ class LateDataStream:
         assert item.time is not None
         self.watermarks[item.source] = item.time  # OXL-R3: never below the current one here
         closing = [w for w in self.tracker.windows if w[0] == item.source]  # OXL-R12: own source only
-        expired = {w: self.tracker.windows[w] for w in closing if not self.tracker.is_open(w[2], item.time)}
+        expired = [w for w in closing if not self.tracker.is_open(self.tracker.windows[w], item.time)]
         for source, start, end in sorted(expired, key=lambda w: w[1]):
             del self.tracker.windows[(source, start, end)]
             count = self.window_counts.pop((source, start))
@@ -259,8 +267,9 @@ class LateDataStream:
         decision = self.handler.handle(t, wm)
         if decision.verdict != "on_time" and self.config.window_size is not None:
             assert wm is not None
-            _, end = window_of(t, self.config.window_size)
-            if self.tracker.is_open(end, wm):  # OXL-R11: an open window keeps it before the policy
+            start, end = window_of(t, self.config.window_size)
+            closes = closing_end(start, end, self.config.window_size)
+            if self.tracker.is_open(closes, wm):  # OXL-R11: an open window keeps it before the policy
                 decision = LateDecision("allowed_late", decision.lateness, assigned_time=t)
         self.counts[decision.verdict] += 1
         self.out["events"].append(
@@ -272,7 +281,7 @@ class LateDataStream:
             self.router.route(decision.channel, (b, seq, item.source, t))  # OXL-R8
         if decision.assigned_time is not None and self.config.window_size is not None:
             start, end = window_of(decision.assigned_time, self.config.window_size)  # OXL-R12
-            self.tracker.register((item.source, start, end), end)
+            self.tracker.register((item.source, start, end), closing_end(start, end, self.config.window_size))
             key = (item.source, start)
             self.window_counts[key] = self.window_counts.get(key, 0) + 1
 
@@ -323,4 +332,5 @@ __all__ = [
     "lateness",
     "run_trace",
     "window_of",
+    "closing_end",
 ]

@@ -222,6 +222,11 @@ def window_bounds(t: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return start, end
 
 
+def holds_the_top(start: np.ndarray, size: int) -> np.ndarray:
+    """OXL-R12: the window holding I64_MAX (its end clamped), which no watermark closes."""
+    return start > I64_MAX - size
+
+
 def _lateness(t: np.ndarray, wm: np.ndarray) -> np.ndarray:
     """OXL-R5: wm - t for t < wm, saturated at i64 max (only a watermark >= 0 can overflow)."""
     with np.errstate(over="ignore"):
@@ -385,8 +390,9 @@ def _events(
     size = cfg.window_size
     allowed = np.zeros(m, bool)
     if size is not None:
-        _, end = window_bounds(et, size)
-        allowed = late & (wm < _sat_add(end, cfg.allowed_lateness))  # OXL-R10, R11
+        start, end = window_bounds(et, size)
+        open_window = (wm < _sat_add(end, cfg.allowed_lateness)) | holds_the_top(start, size)  # OXL-R10, R12
+        allowed = late & open_window  # OXL-R11
     to_policy = late & ~allowed
     if cfg.policy == "Reassign":  # OXL-R7: event_time >= watermark - budget is lateness <= budget
         reassigned = to_policy & (et >= sat_sub(wm, cfg.max_lateness))
@@ -447,7 +453,7 @@ def _windows(
     wc = w["code"].to_numpy(np.int64)
     threshold = _sat_add(w["end"].to_numpy(np.int64), cfg.allowed_lateness)  # OXL-R10
     closing = _closing_items(wc, threshold, row_code[accepted], row_time[accepted])
-    closed = closing >= 0
+    closed = (closing >= 0) & ~holds_the_top(w["start"].to_numpy(np.int64), cfg.window_size)
     if closed.any():
         j = closing[closed]
         cc = wc[closed]
