@@ -3,11 +3,14 @@ every test names its clauses (TR-12), failing generated examples are saved and r
 
 from __future__ import annotations
 
+import importlib
 import json
+from pathlib import Path
 
 import pytest
 
 from harness.traces import Trace
+from properties.strategies import generate, keyed_watermark_traces
 
 DEVIATION = """
 [[deviation]]
@@ -134,3 +137,19 @@ def test_a_replay_file_that_cannot_be_read_is_a_usage_error(pytester: pytest.Pyt
     result = pytester.runpytest("-p", "harness.pytest_plugin", "--replay", "broken.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--replay broken.json: not JSON*"])
+
+
+@pytest.mark.clauses("TR-13")
+def test_one_seed_draws_the_same_traces_whatever_the_run_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hypothesis would mix the literals of newly imported local modules into its draws."""
+    strategy = keyed_watermark_traces()
+    before = generate(strategy, 60, seed_value=5)
+    (tmp_path / "literal_rich_module.py").write_text(
+        "NUMBERS = (" + ", ".join(str(7919 * n + 13) for n in range(400)) + ")\n"
+        "WORDS = (" + ", ".join(f"'key{n}'" for n in range(200)) + ")\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("literal_rich_module")
+    assert generate(strategy, 60, seed_value=5) == before
