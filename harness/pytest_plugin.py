@@ -748,8 +748,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if counted is not None and counted.RECORDED:
         tr.write_line("")
         tr.write_line(
-            f"generator coverage (TR-13): generated traces reaching each case, at least "
-            f"{100 * counted.THRESHOLD:.0f}% each"
+            f"generator coverage (TR-13): generated traces reaching each case; the strategies aim at "
+            f"{100 * counted.THRESHOLD:g}% each"
         )
         for area in sorted(counted.RECORDED):
             for line in counted.RECORDED[area].lines():

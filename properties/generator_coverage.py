@@ -14,10 +14,19 @@ Each area's strategies module ``properties/<area>_strategies.py`` states:
   refused configuration). Counting reads the generated traces themselves;
   it never steers generation (Hypothesis's ``target()`` would).
 
-``count_cases`` draws the same traces as the differential run (same profile
-budget, same seed) and counts; ``properties/test_generator_coverage.py``
-asserts every case reaches ``THRESHOLD`` and the conformance summary prints
-the counts. From the command line, for one area or all:
+``count_cases`` draws the same traces as the differential run (the profile's
+budget, the run's seed), at least ``MIN_TRACES`` of them (the ``ci`` and
+``dev`` profiles send fewer: their count is a larger draw of the same seed),
+and counts; ``properties/test_generator_coverage.py`` asserts every case
+reaches its floor and the conformance summary prints the counts.
+
+The floor: the strategies are tuned so that every case reaches ``THRESHOLD``
+(5%) of the ``MIN_TRACES`` traces drawn with seed 0, the draw of every
+``ci`` run, and that draw is held to it exactly. Any other seed's draw is
+held to half of it: a case that really sits at 5% falls under 2.5% of 1000
+traces about once in 10,000 runs, so a random seed raises no false alarm,
+while a case the strategy stopped reaching still fails. From the command
+line, for one area or all:
 
     .tox/spark/bin/python -m properties.generator_coverage [AREA ...] [--traces N] [--seed S]
 """
@@ -33,7 +42,9 @@ from types import ModuleType
 from harness.differential import run_safely
 from harness.reference_engine import ReferenceEngine
 
-THRESHOLD = 0.05  # every case in at least 5% of an area's generated traces
+THRESHOLD = 0.05  # every case in at least 5% of an area's generated traces (seed 0)
+TUNED_SEED = 0  # the ci profile's seed: its draw is held to THRESHOLD exactly
+MIN_TRACES = 1000  # fewer traces than this are too noisy to judge a 5% share
 
 AREAS = (
     "keyed_watermarks",
@@ -57,16 +68,25 @@ class CaseCounts:
     def share(self, case: str) -> float:
         return self.counts[case] / self.traces if self.traces else 0.0
 
-    def below_threshold(self) -> dict[str, int]:
-        """Cases under THRESHOLD that RARE does not explain."""
-        return {c: n for c, n in self.counts.items() if self.share(c) < THRESHOLD and c not in self.rare}
+    @property
+    def floor(self) -> float:
+        """THRESHOLD for the tuned draw, half of it for any other seed (sampling noise)."""
+        return THRESHOLD if self.seed == TUNED_SEED else THRESHOLD / 2
+
+    def below_floor(self) -> dict[str, int]:
+        """Cases under the floor that RARE does not explain."""
+        return {c: n for c, n in self.counts.items() if self.share(c) < self.floor and c not in self.rare}
 
     def lines(self) -> list[str]:
-        out = [f"{self.area}: {self.traces} traces (seed {self.seed})"]
+        out = [f"{self.area}: {self.traces} traces (seed {self.seed}, floor {100 * self.floor:g}%)"]
         for case, n in self.counts.items():
             flag = ""
-            if self.share(case) < THRESHOLD:
-                flag = "  (rare: see RARE)" if case in self.rare else "  LOW"
+            if case in self.rare and self.share(case) < THRESHOLD:
+                flag = "  (rare: see RARE)"
+            elif self.share(case) < self.floor:
+                flag = "  LOW"
+            elif self.share(case) < THRESHOLD:
+                flag = "  under 5%"
             out.append(f"    {case:<28} {n:>6}  {100 * self.share(case):5.1f}%{flag}")
         return out
 
@@ -78,11 +98,12 @@ def strategies_module(area: str) -> ModuleType:
 def count_cases(area: str, traces: int | None = None, seed: int | None = None) -> CaseCounts:
     """Draw the area's differential traces (the profile's budget and the run's seed unless
     given), run the oracle on them and count the cases each trace reaches."""
-    from harness.hypothesis_profiles import run_seed
+    from harness.hypothesis_profiles import differential_budget, run_seed
     from properties.strategies import differential_traces
 
     module = strategies_module(area)
     seed = run_seed() if seed is None else seed
+    traces = max(differential_budget().traces, MIN_TRACES) if traces is None else traces
     drawn = differential_traces(module.DIFFERENTIAL, traces, seed)
     outputs = run_safely(ReferenceEngine(), drawn)
     counts: Counter[str] = Counter()
@@ -104,7 +125,7 @@ RECORDED: dict[str, CaseCounts] = {}
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("areas", nargs="*", default=list(AREAS), help="areas (default: all)")
-    parser.add_argument("--traces", type=int, default=None, help="traces per area (default: the profile's)")
+    parser.add_argument("--traces", type=int, default=None, help="traces per area (default: as the suite)")
     parser.add_argument("--seed", type=int, default=None, help="seed (default: the run's, CONFORMANCE_SEED)")
     args = parser.parse_args(argv)
     from harness.hypothesis_profiles import load_profile
@@ -114,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     for area in args.areas:
         counted = count_cases(area, args.traces, args.seed)
         print("\n".join(counted.lines()))
-        low += len(counted.below_threshold())
+        low += len(counted.below_floor())
     return 1 if low else 0
 
 

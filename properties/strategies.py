@@ -119,7 +119,7 @@ def out_of_order_time(
     """
     state.base = times.clamp(state.base + draw(st.integers(0, max_step)) * grid)
     if boundary is not None and draw(st.integers(0, 3)) == 0:
-        back = boundary + draw(st.sampled_from((0, grid, -grid, 1, -1)))
+        back = boundary + draw(st.sampled_from((0, grid, -grid, 1, 1, -1)))  # 1: just below, late
     else:
         back = draw(st.integers(0, max(0, disorder // grid))) * grid
     return times.clamp(state.base - back)
@@ -134,6 +134,47 @@ def clock_advance(draw: st.DrawFn, state: StreamState, idle_timeout: int, grid: 
         gap = idle_timeout  # the strict '>' of F065-R10: not idle yet
     else:
         gap = idle_timeout + draw(st.sampled_from((1, grid, 10 * grid)))  # past the timeout
+    state.clock = max(0, min(times.high, state.clock + gap))
+    return state.clock
+
+
+#: a burst batch holds this many events of the stream (F065-R16, F064-R20: large update steps)
+BURST_SIZES = st.integers(20, 28)
+
+#: a burst ties at least this many events to one time: numpy sorts up to 16 elements stably
+#: (insertion sort), so only a longer input with a long tied run exposes an unstable sort
+LONG_TIE_RUN = 8
+
+
+def burst_shape(draw: st.DrawFn) -> tuple[int, frozenset[int]]:
+    """The size of a burst batch and the positions of its tied events (none in one burst of four)."""
+    size = draw(BURST_SIZES)
+    if draw(st.integers(0, 3)) == 0:
+        return size, frozenset()
+    tied = draw(st.lists(st.integers(0, size - 1), min_size=LONG_TIE_RUN, max_size=12, unique=True))
+    return size, frozenset(tied)
+
+
+def burst_batch_index(draw: st.DrawFn, n_batches: int, rate: int) -> int | None:
+    """One trace in ``rate`` gets one burst batch (large steps stay few, so Spark runs stay fast)."""
+    if rate and draw(st.integers(0, rate - 1)) == 0:
+        return draw(st.integers(0, n_batches - 1))
+    return None
+
+
+def wake_up_clocks(
+    draw: st.DrawFn, state: StreamState, idle_timeout: int, grid: int, times: TimeRange
+) -> int:
+    """A clock time past the idle timeout, after which everything tracked has been silent too long;
+    ``within_timeout_clock`` then gives the clock step that must not idle what woke up in between."""
+    gap = idle_timeout + draw(st.sampled_from((1, grid, 10 * grid)))
+    state.clock = max(0, min(times.high, state.clock + gap))
+    return state.clock
+
+
+def within_timeout_clock(draw: st.DrawFn, state: StreamState, idle_timeout: int, times: TimeRange) -> int:
+    """A clock step of at most the idle timeout (F065-R10, F064-R10, R11: not idle yet)."""
+    gap = draw(st.sampled_from((0, idle_timeout // 2, idle_timeout)))
     state.clock = max(0, min(times.high, state.clock + gap))
     return state.clock
 
@@ -176,14 +217,23 @@ def keyed_watermark_configs(draw: st.DrawFn, grid: int = 1000, max_delay: int = 
     config["bounded_delay"] = draw(delays(grid, max_delay))  # always set: it is in every Given step
     if draw(st.integers(0, 4)) > 0:
         config["idle_timeout"] = draw(delays(grid, 20_000))
-    if draw(st.integers(0, 3)) == 0:
+    if draw(st.integers(0, 2)) == 0:
         config["max_keys"] = draw(st.integers(1, 4))
         if draw(st.integers(0, 5)) > 0:  # else the default policy
-            config["eviction_policy"] = draw(st.sampled_from(POLICIES))
-    if draw(st.integers(0, 2)) == 0:
-        config["window_size"] = draw(
-            st.one_of(st.integers(1, 10).map(lambda n: n * grid), st.integers(1, 10_000))
+            # RejectNew twice: a refusal needs one more key than max_keys, an eviction does not
+            config["eviction_policy"] = draw(st.sampled_from((*POLICIES, "RejectNew")))
+    if draw(st.booleans()):
+        # mostly a few grid steps, so that a key's watermark lands exactly on a window end (R21)
+        size = draw(
+            st.one_of(
+                st.integers(1, 3).map(lambda n: n * grid),
+                st.integers(1, 10).map(lambda n: n * grid),
+                st.integers(1, 10_000),
+            )
         )
+        config["window_size"] = size
+        if draw(st.booleans()):  # a delay of a few windows: short traces close windows too
+            config["bounded_delay"] = min(max_delay, draw(st.sampled_from((0, size, 2 * size))))
     return config
 
 
@@ -218,10 +268,13 @@ def keyed_watermark_traces(
     restarts: bool = True,
     config: dict[str, Any] | None = None,
     invalid_config_rate: int = 0,
+    burst_rate: int = 7,
 ) -> Trace:
     """An out-of-order multi-key stream cut into micro-batches, with the F065 control items.
 
     ``invalid_config_rate``: one trace in that many (0: never) gets a refused configuration.
+    ``burst_rate``: one trace in that many (0: never) gets one batch of 20 to 28 events, most
+    of them with a run of 8 to 12 events at one event time.
     """
     grid = draw(grids())
     if config is None:
@@ -230,6 +283,12 @@ def keyed_watermark_traces(
         else:
             config = draw(keyed_watermark_configs(grid))
     delay = config.get("bounded_delay", 5000) if isinstance(config.get("bounded_delay"), int) else 1000
+    window = config.get("window_size")
+    on_window_grid = isinstance(window, int) and window >= 1 and delay in (0, window, 2 * window)
+    if on_window_grid and draw(st.booleans()):
+        grid = window  # times on the window grid: a key's watermark lands exactly on a window end (R21)
+    else:
+        on_window_grid = False
     idle_timeout = config.get("idle_timeout", 60_000)
     if not isinstance(idle_timeout, int):
         idle_timeout = 60_000
@@ -237,24 +296,42 @@ def keyed_watermark_traces(
     disorder = draw(
         st.sampled_from((0, delay // 2, delay, delay + grid, 2 * delay + 3 * grid, 4 * delay + 10 * grid))
     )
-    max_step = draw(st.sampled_from((0, 1, 3, 10)))
+    # on the window grid, steps of one window: a key's next window end is often its exact watermark
+    max_step = 1 if on_window_grid else draw(st.sampled_from((0, 1, 3, 10)))
     # start past the delay and the disorder, so that watermarks are not all below the time range
     state = StreamState(base=times.clamp(times.low + delay + disorder + draw(st.integers(0, 20)) * grid))
     keys = skewed_keys()
     seen: list[str] = []
 
+    def event(key: str | None = None) -> Item:
+        key = draw(keys) if key is None else key
+        t = out_of_order_time(draw, state, grid, disorder, max_step, times, boundary=delay)
+        seen.append(key)
+        return Item("event", key=key, event_time=t, value=draw(st.integers(-2, 9)))
+
     n_batches = draw(st.integers(1, max_batches))
+    burst_at = burst_batch_index(draw, n_batches, burst_rate)
     batches = []
-    for _ in range(n_batches):
+    for b in range(n_batches):
+        if b == burst_at:
+            size, tied = burst_shape(draw)
+            tie_time = event().event_time
+            burst = [event() for _ in range(size)]
+            batches.append(
+                tuple(replace(e, event_time=tie_time) if n in tied else e for n, e in enumerate(burst))
+            )
+            continue
         size = draw(st.integers(0, max_items))
         batch = []
         for _ in range(size):
             roll = draw(st.integers(0, 99)) if (control or malformed) else 0
             if roll < 76 or (roll < 96 and not control) or (roll >= 96 and not malformed):
-                key = draw(keys)
-                t = out_of_order_time(draw, state, grid, disorder, max_step, times, boundary=delay)
-                batch.append(Item("event", key=key, event_time=t, value=draw(st.integers(-2, 9))))
-                seen.append(key)
+                batch.append(event())
+            elif roll < 86 and seen and draw(st.integers(0, 3)) == 0:
+                # a key wakes after a silence past the timeout; the next clock step must not idle it
+                batch.append(Item("clock", time=wake_up_clocks(draw, state, idle_timeout, grid, times)))
+                batch.append(event(draw(st.sampled_from(seen))))
+                batch.append(Item("clock", time=within_timeout_clock(draw, state, idle_timeout, times)))
             elif roll < 86:
                 batch.append(Item("clock", time=clock_advance(draw, state, idle_timeout, grid, times)))
             elif roll < 92:
@@ -324,6 +401,8 @@ def generate(strategy: st.SearchStrategy[Trace], n: int, seed_value: int = 0) ->
     while len(out) < n and attempt < 20:
 
         @settings(
+            # not the loaded profile's: derandomize (ci) makes the draws depend on earlier runs
+            parent=settings.get_profile("default"),
             max_examples=n,
             database=None,
             phases=[Phase.generate],
@@ -385,6 +464,12 @@ def check_generated(engine: Engine, *parts: tuple[st.SearchStrategy[Trace], floa
 
 
 __all__ = [
+    "BURST_SIZES",
+    "LONG_TIE_RUN",
+    "burst_batch_index",
+    "burst_shape",
+    "wake_up_clocks",
+    "within_timeout_clock",
     "check_generated",
     "differential_traces",
     "generate",
@@ -585,6 +670,7 @@ def partitioned_watermark_traces(
     restarts: bool = True,
     config: dict[str, Any] | None = None,
     invalid_config_rate: int = 0,
+    burst_rate: int = 7,
 ) -> Trace:
     """A multi-source, multi-partition stream cut into micro-batches (F064-R20).
 
@@ -596,6 +682,8 @@ def partitioned_watermark_traces(
     or shrinks), partitions are assigned to cores; batches may be empty,
     restart points fall between batches, and a few items are malformed.
     ``invalid_config_rate``: one trace in that many (0: never) gets a refused configuration.
+    ``burst_rate``: one trace in that many (0: never) gets one batch of 20 to 28 events, most
+    of them with a run of 8 to 12 events at one event time.
     """
     grid = draw(grids())
     if config is None:
@@ -626,7 +714,13 @@ def partitioned_watermark_traces(
         first.append(Item("register_source", source=source, count=count))
         _register(model, source, count, fresh)
 
+    def event(source_partition: tuple[int, int]) -> Item:
+        gen = model.partitions[source_partition]
+        t = out_of_order_time(draw, gen.state, grid, disorder, gen.max_step, times)
+        return Item("event", source=source_partition[0], partition=source_partition[1], event_time=t)
+
     n_batches = draw(st.integers(1, max_batches))
+    burst_at = burst_batch_index(draw, n_batches, burst_rate)
     batches: list[tuple[Item, ...]] = []
     for b in range(n_batches):
         batch: list[Item] = list(first) if b == 0 else []
@@ -634,26 +728,50 @@ def partitioned_watermark_traces(
         if model.partitions and draw(st.integers(0, 3)) == 0:
             gen = model.partitions[draw(st.sampled_from(sorted(model.partitions)))]
             gen.stalled = not gen.stalled
+        reporting = [k for k in sorted(model.partitions) if not model.partitions[k].stalled]
+        if b == burst_at and reporting:
+            size, tied = burst_shape(draw)
+            tie = event(_hot_first(draw, reporting)).event_time
+            for n in range(size):
+                item = event(_hot_first(draw, reporting))
+                batch.append(replace(item, event_time=tie) if n in tied else item)
+            batches.append(tuple(batch))
+            continue
         size = 0 if draw(st.integers(0, 7)) == 0 else draw(st.integers(1, max_items))
         for _ in range(size):
             tracked = sorted(model.partitions)
             reporting = [k for k in tracked if not model.partitions[k].stalled]
             roll = draw(st.integers(0, 99))
             if roll < 64 and reporting:
-                s, p = _hot_first(draw, reporting)
-                gen = model.partitions[(s, p)]
-                t = out_of_order_time(draw, gen.state, grid, disorder, gen.max_step, times)
+                item = event(_hot_first(draw, reporting))
                 if draw(st.integers(0, 4)) == 0:  # an explicit watermark, sometimes behind (F064-R4)
                     back = draw(st.sampled_from((0, lateness, disorder + grid)))
-                    batch.append(Item("watermark", source=s, partition=p, time=times.clamp(t - back)))
+                    t = times.clamp(item.event_time - back)  # type: ignore[operator]
+                    batch.append(Item("watermark", source=item.source, partition=item.partition, time=t))
                 else:
-                    batch.append(Item("event", source=s, partition=p, event_time=t))
+                    batch.append(item)
+            elif roll < 73 and tracked and draw(st.integers(0, 3)) == 0:
+                # a partition wakes (data, or an active mark) after a silence past the timeout;
+                # the next clock step must not idle it (F064-R4, R10, R11)
+                batch.append(Item("clock", time=wake_up_clocks(draw, model.clock, idle_timeout, grid, times)))
+                if idle_marks and draw(st.booleans()):
+                    s, p = draw(st.sampled_from(tracked))
+                    batch.append(Item("active", source=s, partition=p))
+                else:
+                    batch.append(event(draw(st.sampled_from(tracked))))
+                batch.append(Item("clock", time=within_timeout_clock(draw, model.clock, idle_timeout, times)))
             elif roll < 73:
                 batch.append(Item("clock", time=clock_advance(draw, model.clock, idle_timeout, grid, times)))
-            elif roll < 78 and idle_marks and tracked:
-                s, p = draw(st.sampled_from(tracked))
-                batch.append(Item("idle" if draw(st.integers(0, 2)) else "active", source=s, partition=p))
-            elif roll < 88 and rebalances:
+            elif roll < 80 and idle_marks and tracked:
+                if draw(st.booleans()):
+                    s, p = draw(st.sampled_from(tracked))
+                    batch.append(Item("idle", source=s, partition=p))
+                else:
+                    # mostly a stalled partition: silent past its timeout, its wake-up is the F064-R10 path
+                    stalled = [k for k in tracked if k not in reporting]
+                    s, p = draw(st.sampled_from(stalled if stalled and draw(st.integers(0, 2)) else tracked))
+                    batch.append(Item("active", source=s, partition=p))
+            elif roll < 89 and rebalances:
                 batch.append(_rebalance(draw, model, fresh))
             elif roll < 92 and cores and tracked:
                 s, p = draw(st.sampled_from(tracked))

@@ -20,7 +20,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_sub
-from properties.eventtime_buffer_strategies import INVALID_CONFIGS, eventtime_buffer_traces
+from properties.eventtime_buffer_strategies import DIFFERENTIAL, INVALID_CONFIGS, eventtime_buffer_traces
 from properties.strategies import check_generated
 from reference.eventtime_buffer import (
     BUILTIN_TYPES,
@@ -226,7 +226,7 @@ def test_the_registry_starts_with_exactly_the_two_built_ins() -> None:
 @pytest.mark.clauses(*(f"VELO-R{n}" for n in range(1, 25) if n != 6))
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
-    check_generated(engine_under_test, (eventtime_buffer_traces(invalid_config_rate=10), 1.0))
+    check_generated(engine_under_test, *DIFFERENTIAL)
 
 
 # ---- the Spark operator's state layout (VELO-R24) -------------------------------------------

@@ -33,6 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
+from properties.keyed_watermarks_strategies import DIFFERENTIAL
 from properties.strategies import (
     ABSENT_KEY,
     check_generated,
@@ -484,7 +485,7 @@ def test_the_first_window_starts_at_the_lower_bound() -> None:
 )
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
-    check_generated(engine_under_test, (keyed_watermark_traces(invalid_config_rate=50), 1.0))
+    check_generated(engine_under_test, *DIFFERENTIAL)
 
 
 # ---- the Spark operator's state layout (F065-R24, DESIGN: versioned state) ---------------

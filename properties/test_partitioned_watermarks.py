@@ -35,6 +35,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, PARTITIONED_REQUIRED_FIELDS, InvalidConfig, Item, Trace, saturating_sub
+from properties.partitioned_watermarks_strategies import DIFFERENTIAL
 from properties.strategies import (
     NEVER_SOURCE,
     PARTITION_MAX,
@@ -883,7 +884,7 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
     if "partitioned_watermarks" not in engine_under_test.areas:
         pytest.skip(f"engine {engine_under_test.name} does not implement partitioned_watermarks")
-    check_generated(engine_under_test, (partitioned_watermark_traces(invalid_config_rate=50), 1.0))
+    check_generated(engine_under_test, *DIFFERENTIAL)
 
 
 # ---- the Spark operator's auto_register option (no registration rows in the stream) ---------

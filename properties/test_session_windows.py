@@ -24,14 +24,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from harness.engine import run_canonical
+from harness.hypothesis_profiles import run_seed
 from harness.outputs import TABLES, canonical, diff
 from harness.traces import InvalidConfig, Item, Trace
 from properties.session_windows_strategies import (
+    DIFFERENTIAL,
     invalid_session_window_configs,
     session_window_configs,
     session_window_traces,
 )
-from harness.hypothesis_profiles import run_seed
 from properties.strategies import check_generated, generate
 from reference.session_windows import (
     BoundedOutOfOrdernessGenerator,
@@ -343,7 +344,7 @@ ALL_CLAUSES = tuple(f"F017E-R{n}" for n in range(1, 23) if n != 21)
 @pytest.mark.clauses(*ALL_CLAUSES)
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
-    check_generated(engine_under_test, (session_window_traces(invalid_config_rate=40), 1.0))
+    check_generated(engine_under_test, *DIFFERENTIAL)
 
 
 RESTART_TRACES = 24

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from harness.traces import I64_MIN, InvalidConfig, Trace, saturating_sub
 from properties.strategies import check_generated
 from properties.watermark_propagation_strategies import (
+    DIFFERENTIAL,
     dags,
     invalid_configs,
     sources_of,
@@ -76,6 +77,7 @@ def _upstreams(trace: Trace) -> dict[str, list[str]]:
     return ups
 
 
+@pytest.mark.clauses("OXW-R12", "OXW-R13", "OXW-R14", "OXW-R15")
 @given(watermark_propagation_traces())
 def test_outputs_only_rise_and_each_operator_is_the_minimum_of_its_upstreams(trace: Trace) -> None:
     out = run_trace(trace)
@@ -93,6 +95,7 @@ def test_outputs_only_rise_and_each_operator_is_the_minimum_of_its_upstreams(tra
             assert state[node] == expected  # OXW-R13, R14
 
 
+@pytest.mark.clauses("OXW-R12", "OXW-R13", "OXW-R18")
 @given(watermark_propagation_traces())
 def test_a_violation_names_a_source_below_its_output_and_moves_nothing(trace: Trace) -> None:
     out = run_trace(trace)
@@ -107,6 +110,7 @@ def test_a_violation_names_a_source_below_its_output_and_moves_nothing(trace: Tr
     assert [r[3] for r in out["progress"]][-1] == len(out["violations"])  # cumulative count
 
 
+@pytest.mark.clauses("OXW-R5", "OXW-R6", "OXW-R7", "OXW-R8", "OXW-R16", "OXW-R18")
 @given(watermark_propagation_traces())
 def test_the_global_watermark_is_never_above_a_source_and_equals_the_aligned_one(trace: Trace) -> None:
     out = run_trace(trace)
@@ -127,6 +131,7 @@ def test_the_global_watermark_is_never_above_a_source_and_equals_the_aligned_one
             assert glob == min(w for w in source_wms if w is not None)  # OXW-R5
 
 
+@pytest.mark.clauses("OXW-R1", "OXW-R2", "OXW-R3")
 @given(watermark_propagation_traces())
 def test_generators_emit_at_every_threshold_th_event_of_their_source(trace: Trace) -> None:
     out = run_trace(trace)
@@ -146,11 +151,13 @@ def test_generators_emit_at_every_threshold_th_event_of_their_source(trace: Trac
     assert out["generated"] == expected
 
 
+@pytest.mark.clauses("OXW-R19", "TR-5")
 @given(watermark_propagation_traces())
 def test_restarts_do_not_change_the_output(trace: Trace) -> None:
     assert run_trace(trace) == run_trace(replace(trace, restart_after=frozenset()))  # OXW-R19
 
 
+@pytest.mark.clauses("OXW-R2", "TR-2")
 @given(watermark_propagation_traces(near_bounds=True))
 def test_near_the_i64_bounds_the_invariants_hold_and_nothing_wraps(trace: Trace) -> None:
     out = run_trace(trace)
@@ -158,12 +165,14 @@ def test_near_the_i64_bounds_the_invariants_hold_and_nothing_wraps(trace: Trace)
         assert I64_MIN <= wm < I64_MIN + 10**9  # TR-2: saturated, never wrapped to the top
 
 
+@pytest.mark.clauses("OXW-R4", "OXW-R9", "OXW-R10", "OXW-R20", "TR-6")
 @given(invalid_configs())
 def test_invalid_configurations_are_refused(config: dict[str, Any]) -> None:
     with pytest.raises(InvalidConfig):
         run_trace(Trace("watermark_propagation", config, ((),)))  # OXW-R9, R10, R20, TR-6
 
 
+@pytest.mark.clauses("OXW-R10")
 @given(dags(), st.data())
 def test_a_refused_cycle_is_a_real_cycle_of_the_graph(
     graph: tuple[list[str], list[list[str]]], data: Any
@@ -189,6 +198,7 @@ def test_a_refused_cycle_is_a_real_cycle_of_the_graph(
 # ---- the object API -------------------------------------------------------------
 
 
+@pytest.mark.clauses("OXW-R5", "OXW-R6", "OXW-R7")
 @given(
     st.lists(st.tuples(st.sampled_from("abcd"), st.one_of(st.none(), st.integers(-100, 100))), max_size=12)
 )
@@ -210,6 +220,7 @@ def test_the_aligner_is_the_minimum_with_silent_sources_at_the_lower_bound(
         assert aligner.global_watermark() == expected
 
 
+@pytest.mark.clauses("OXW-R11", "OXW-R12")
 def test_the_propagator_api_refuses_regressions_non_sources_and_unknown_nodes() -> None:
     p = WatermarkPropagator(["a", "b", "j"], [["a", "j"], ["b", "j"]])
     assert p.update("a", 10) == {"a": 10}
@@ -231,11 +242,7 @@ def test_the_propagator_api_refuses_regressions_non_sources_and_unknown_nodes() 
 @pytest.mark.clauses(*(f"OXW-R{i}" for i in range(1, 21)))
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""
-    check_generated(
-        engine_under_test,
-        (watermark_propagation_traces(invalid_config_rate=20), 0.9),
-        (watermark_propagation_traces(near_bounds=True), 0.1),
-    )
+    check_generated(engine_under_test, *DIFFERENTIAL)
 
 
 # ---- the Spark operator's state (OXW-R19) -----------------------------------------

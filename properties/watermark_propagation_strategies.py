@@ -22,9 +22,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from harness.traces import I64_MAX, I64_MIN, Item, Trace
+from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
 
 AREA = "watermark_propagation"
+LARGE_BATCH = 20  # events of one stream in one batch
+TIE_RUN = 8  # equal event times inside a large batch: beyond numpy's stable insertion sort of 16
 NAMES = ("src", "map", "filter", "join", "sink", "side", "agg", "out")
 
 
@@ -51,10 +53,14 @@ def watermark_propagation_traces(
     max_items: int = 10,
     invalid_config_rate: int = 0,
     near_bounds: bool = False,
+    large_batch_rate: int = 0,
 ) -> Trace:
+    """``large_batch_rate``: the percentage of traces with one batch of LARGE_BATCH or more
+    events and a run of TIE_RUN or more equal event times."""
     if invalid_config_rate and draw(st.integers(0, invalid_config_rate - 1)) == 0:
         config = draw(invalid_configs())
-        return Trace(AREA, config, ((Item("watermark", key="src", time=1),),))
+        # a varied item keeps equal refused configs from collapsing when traces are deduplicated
+        return Trace(AREA, config, ((Item("watermark", key="src", time=draw(st.integers(0, 10**6))),),))
     nodes, edges = draw(dags())
     grid = draw(st.sampled_from((1, 100, 1000)))
     config: dict[str, Any] = {"nodes": nodes, "edges": edges}
@@ -71,8 +77,24 @@ def watermark_propagation_traces(
         base[s] = min(high, base[s] + draw(st.integers(0, 3)) * grid)
         return max(low, base[s] - draw(st.sampled_from((0, 0, 1, 3))) * grid)  # bounded disorder
 
+    def large_batch() -> list[Item]:
+        s = draw(st.sampled_from(sources))
+        tie_time = advance(s)
+        items = [Item("event", key=s, event_time=tie_time)] * draw(st.integers(TIE_RUN, TIE_RUN + 4))
+        while len(items) < LARGE_BATCH + draw(st.integers(0, 4)):
+            other = draw(st.sampled_from(sources))
+            items.append(Item("event", key=other, event_time=advance(other)))
+        items += [Item("watermark", key=s, time=tie_time)] * draw(st.integers(0, 2))  # equal updates
+        return list(draw(st.permutations(items)))
+
+    n_batches = draw(st.integers(1, max_batches))
+    wants_large = sources and draw(st.integers(0, 99)) < large_batch_rate
+    large_at = draw(st.integers(0, n_batches - 1)) if wants_large else None
     batches = []
-    for _ in range(draw(st.integers(1, max_batches))):
+    for b in range(n_batches):
+        if b == large_at:
+            batches.append(large_batch())
+            continue
         batch = []
         for _ in range(draw(st.integers(0, max_items))):
             roll = draw(st.integers(0, 99))
@@ -134,4 +156,103 @@ def invalid_configs(draw: st.DrawFn) -> dict[str, Any]:
     return config
 
 
-__all__ = ["AREA", "dags", "invalid_configs", "malformed_items", "sources_of", "watermark_propagation_traces"]
+# ---- the differential mix and the cases it must reach (spec/traces.md TR-13) ----------
+
+DIFFERENTIAL = (
+    (watermark_propagation_traces(invalid_config_rate=8, large_batch_rate=15), 0.88),
+    (watermark_propagation_traces(near_bounds=True, large_batch_rate=15), 0.12),
+)
+
+
+CASES: dict[str, str] = {
+    "regression": "a source update below its last watermark: a violation row (OXW-R12, R18)",
+    "equal_update": "a source update equal to its last watermark: no regression, no change (OXW-R12, R3)",
+    "silent_source_holds": "a batch ends with a silent source beside one that emitted (OXW-R7, R14, R16)",
+    "emission_at_threshold": "a generator with advance_threshold >= 2 emits (OXW-R2)",
+    "upstream_minimum_changes": "an operator of >= 2 upstreams re-emits as their minimum moves (OXW-R13)",
+    "near_i64_bounds": "times at the lower i64 bound, saturating emissions (OXW-R2, TR-2)",
+    "restart": "a restart point between batches (OXW-R19, TR-5)",
+    "empty_batch": "an empty batch still has its progress row (OXW-R18, TR-5)",
+    "large_batch": f">= {LARGE_BATCH} events in one batch (OXW-R1, R2: vectorised running counts and maxima)",
+    "tie_run": f">= {TIE_RUN} events with one event time in a batch of >= {LARGE_BATCH} (OXW-R1, R2)",
+    "invalid_config": "a refused configuration (OXW-R4, R9, R10, R20, TR-6)",
+    "error_rows": "a malformed item gives an error row (OXW-R11, R17, TR-7)",
+}
+
+RARE: dict[str, str] = {}
+
+
+def _batch_sizes(trace: Trace) -> list[tuple[int, int]]:
+    """Per batch: its event count and the largest number of events sharing one event time."""
+    out = []
+    for batch in trace.batches:
+        times = [i.event_time for i in batch if i.kind == "event" and i.event_time is not None]
+        ties = max((times.count(t) for t in set(times)), default=0)
+        out.append((sum(1 for i in batch if i.kind == "event"), ties))
+    return out
+
+
+def cases_reached(trace: Trace, output: Any) -> set[str]:
+    """The CASES one trace reaches, from the trace and the oracle's canonical output."""
+    reached: set[str] = set()
+    if trace.restart_after:
+        reached.add("restart")
+    if any(not batch for batch in trace.batches):
+        reached.add("empty_batch")
+    sizes = _batch_sizes(trace)
+    if any(n >= LARGE_BATCH for n, _ in sizes):
+        reached.add("large_batch")
+    if any(n >= LARGE_BATCH and ties >= TIE_RUN for n, ties in sizes):
+        reached.add("tie_run")
+    if isinstance(output, InvalidConfig):
+        return reached | {"invalid_config"}
+    if not isinstance(output, dict):
+        return reached
+    nodes, edges = trace.config["nodes"], trace.config["edges"]
+    sources = sources_of(nodes, edges)
+    times = [t for b in trace.batches for i in b for t in (i.time, i.event_time) if t is not None]
+    if any(t < I64_MIN + 10**9 for t in times):
+        reached.add("near_i64_bounds")
+    if output["violations"]:
+        reached.add("regression")
+    if output["errors"]:
+        reached.add("error_rows")
+    if trace.config.get("advance_threshold", 1) >= 2 and output["generated"]:
+        reached.add("emission_at_threshold")
+    upstream_count = {n: sum(1 for _, b in edges if b == n) for n in nodes}
+    rows_per_node: dict[str, int] = {}
+    for _, _, node, _ in output["watermarks"]:
+        rows_per_node[node] = rows_per_node.get(node, 0) + 1
+    if any(upstream_count[n] >= 2 and k >= 2 for n, k in rows_per_node.items()):
+        reached.add("upstream_minimum_changes")
+    # replay the accepted source updates (direct items and emissions) in arrival order
+    refused = {(b, seq) for b, seq, _ in output["errors"]}
+    updates = list(output["generated"]) + [
+        (b, seq, item.key, item.time)
+        for b, batch in enumerate(trace.batches)
+        for seq, item in enumerate(batch)
+        if item.kind == "watermark" and (b, seq) not in refused
+    ]
+    last: dict[str, int] = {}
+    for b in range(len(trace.batches)):
+        for _, _, key, wm in sorted(u for u in updates if u[0] == b):
+            if key in last and wm == last[key]:
+                reached.add("equal_update")
+            last[key] = max(wm, last.get(key, wm))
+        if 0 < len(last) < len(sources):  # the batch's progress row shows the held aligner
+            reached.add("silent_source_holds")
+    return reached
+
+
+__all__ = [
+    "AREA",
+    "CASES",
+    "DIFFERENTIAL",
+    "RARE",
+    "cases_reached",
+    "dags",
+    "invalid_configs",
+    "malformed_items",
+    "sources_of",
+    "watermark_propagation_traces",
+]

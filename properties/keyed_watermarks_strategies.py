@@ -1,0 +1,194 @@
+"""The keyed-watermarks (F065) differential mix and the cases its traces must reach (TR-13).
+
+The strategies themselves live in ``properties.strategies`` (``keyed_watermark_traces``);
+this module says which of them the differential run draws and counts what they reach.
+Counting replays each trace through the oracle's tracker item by item (the idle and
+activity state that the output tables only show at batch ends) and reads the rest from
+the oracle's canonical output; it never steers generation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
+from properties.strategies import LONG_TIE_RUN, keyed_watermark_traces
+from reference.keyed_watermarks import KeyedWatermarkTracker, config_from_trace
+from reference.traces import TraceClock
+
+DIFFERENTIAL = ((keyed_watermark_traces(invalid_config_rate=10), 1.0),)
+
+#: a batch with at least this many events of the stream is large; with a tied run of LONG_TIE_RUN
+#: events it exposes an unstable sort (numpy sorts up to 16 elements stably, by insertion sort)
+LARGE_BATCH = 20
+
+CASES: dict[str, str] = {
+    "event_at_key_watermark": "an event exactly at its key's watermark, on time by `<` (F065-R3)",
+    "event_1ms_below_watermark": "an event 1 ms below its key's watermark, late (F065-R3)",
+    "late_event": "a late event, on the late side output (F065-R3, R22)",
+    "window_end_equals_watermark": "a keyed window fires when its key's watermark equals its end (F065-R21)",
+    "key_idle_by_timeout": "a clock item idles a key strictly past the idle timeout (F065-R10)",
+    "clock_at_exact_idle_timeout": (
+        "a clock item exactly idle_timeout after an active key's activity: stays active (F065-R10)"
+    ),
+    "key_idle_by_mark": "an idle item marks an active tracked key idle (F065-R9)",
+    "idle_key_reactivated": "an event of an idle key makes it active again (F065-R11)",
+    "event_after_long_silence": "an event of a key silent for longer than the idle timeout (F065-R10, R11)",
+    "wake_then_short_clock_step": (
+        "after such a reactivation, the next clock item within the timeout: the key stays active "
+        "(F065-R10, R11)"
+    ),
+    "all_keys_idle": "a batch ends with every tracked key idle: the global is their maximum (F065-R7)",
+    "global_watermark_goes_down": "the global watermark is lower than after the previous batch (F065-R6)",
+    "key_removed": "remove_key of a tracked key (F065-R17)",
+    "key_evicted": "max_keys evicts a key (F065-R12, R13, R14)",
+    "new_key_rejected": "RejectNew refuses a new key (F065-R15)",
+    "restart": "the run restarts between batches (F065-R24, TR-5)",
+    "empty_batch": "a batch with no items still reports progress (F065-R22)",
+    "tied_event_times": "two events of one batch with the same event time (F065-R16, R22)",
+    "large_batch": f"a batch with at least {LARGE_BATCH} events (F065-R16, R22)",
+    "long_tie_run": (
+        f"at least {LONG_TIE_RUN} events with one event time in a batch of at least {LARGE_BATCH} events "
+        "(F065-R16, R22)"
+    ),
+    "invalid_config": "a configuration refused with InvalidConfig (F065-R20, TR-6)",
+    "error_row": "a malformed item answered with an error row (F065-R23)",
+    "i64_bound": "an event time at the i64 bounds, where watermarks saturate (F065-R2, TR-2)",
+}
+
+RARE: dict[str, str] = {
+    "i64_bound": (
+        "differential traces go to Spark and stay in the bounded range (spec/traces.md TR-2); "
+        "saturation is covered on the oracle by test_saturation_at_the_i64_bounds (near_i64_bounds_traces)"
+    ),
+}
+
+
+def batch_shape_cases(
+    trace: Trace, errors: set[tuple[int, int]], times_of: Callable[[Item], int | None]
+) -> set[str]:
+    """Restarts, empty batches, ties, large batches and long tie runs of the accepted events."""
+    reached: set[str] = set()
+    if trace.restart_after:
+        reached.add("restart")
+    for b, batch in enumerate(trace.batches):
+        if not batch:
+            reached.add("empty_batch")
+        times = [
+            t for s, item in enumerate(batch) if (b, s) not in errors and (t := times_of(item)) is not None
+        ]
+        longest = max(Counter(times).values(), default=0)
+        if longest >= 2:
+            reached.add("tied_event_times")
+        if len(times) >= LARGE_BATCH:
+            reached.add("large_batch")
+            if longest >= LONG_TIE_RUN:
+                reached.add("long_tie_run")
+    return reached
+
+
+def touches_i64_bounds(trace: Trace) -> bool:
+    bounds = (I64_MIN, I64_MAX)
+    return any(i.event_time in bounds or i.time in bounds for batch in trace.batches for i in batch)
+
+
+def _event_time(item: Item) -> int | None:
+    return item.event_time if item.kind == "event" else None
+
+
+def cases_reached(trace: Trace, output: Any) -> set[str]:
+    """The CASES one trace reaches, from the trace and the oracle's output for it."""
+    if isinstance(output, InvalidConfig):
+        return {"invalid_config"}
+    if not isinstance(output, dict):
+        return set()
+    errors = {(b, s) for b, s, _ in output["errors"]}
+    reached = batch_shape_cases(trace, errors, _event_time)
+    if errors:
+        reached.add("error_row")
+    if touches_i64_bounds(trace):
+        reached.add("i64_bound")
+    for _, _, _, event_time, key_watermark, verdict in output["events"]:
+        if key_watermark is not None and event_time == key_watermark:
+            reached.add("event_at_key_watermark")
+        if key_watermark is not None and event_time == key_watermark - 1:
+            reached.add("event_1ms_below_watermark")
+        if verdict == "late":
+            reached.add("late_event")
+        if verdict == "rejected":
+            reached.add("new_key_rejected")
+    previous_global = None
+    for _, global_wm, total, active, _, evicted, _, _ in output["progress"]:
+        if total and not active:
+            reached.add("all_keys_idle")
+        if evicted:
+            reached.add("key_evicted")
+        if previous_global is not None and global_wm is not None and global_wm < previous_global:
+            reached.add("global_watermark_goes_down")
+        previous_global = global_wm
+    segment_ends = _replay(trace, errors, reached)
+    if any((b, key, end) in segment_ends for b, key, _, end, _, _ in output["windows"]):
+        reached.add("window_end_equals_watermark")
+    return reached
+
+
+def _replay(trace: Trace, errors: set[tuple[int, int]], reached: set[str]) -> set[tuple[int, Any, int]]:
+    """Replay the accepted items through the oracle's tracker, adding the idle and activity
+    cases to ``reached``; returns (batch, key, watermark) at the end of every segment."""
+    config, _ = config_from_trace(trace.config)
+    timeout = config.idle_timeout
+    clock = TraceClock()
+    tracker = KeyedWatermarkTracker(config, clock)
+    states = tracker.key_states
+    segment_ends: set[tuple[int, Any, int]] = set()
+    reactivated_at: dict[Any, int] = {}  # key -> clock of a reactivation after a long silence
+
+    def end_segment(b: int, keys: Iterable[Any]) -> None:
+        segment_ends.update((b, k, states[k].watermark) for k in keys if k in states)
+
+    for b, batch in enumerate(trace.batches):
+        segment: set[Any] = set()
+        for s, item in enumerate(batch):
+            if (b, s) in errors:
+                end_segment(b, segment)
+                segment = set()
+                continue
+            if item.kind == "event":
+                state = states.get(item.key)
+                if state is not None:
+                    if state.is_idle:
+                        reached.add("idle_key_reactivated")
+                    if clock.now - state.last_activity > timeout:
+                        reached.add("event_after_long_silence")
+                        reactivated_at[item.key] = clock.now
+                tracker.apply_batch([(item.key, item.event_time)])
+                segment.add(item.key)
+                continue
+            end_segment(b, segment)
+            segment = set()
+            if item.kind == "clock":
+                clock.now = item.time  # type: ignore[assignment]
+                active = [k for k, st in states.items() if not st.is_idle]
+                if any(clock.now - states[k].last_activity == timeout for k in active):
+                    reached.add("clock_at_exact_idle_timeout")
+                if any(k in states and clock.now - t0 <= timeout for k, t0 in reactivated_at.items()):
+                    reached.add("wake_then_short_clock_step")
+                reactivated_at.clear()
+                tracker.check_idle_keys()
+                if any(states[k].is_idle for k in active):
+                    reached.add("key_idle_by_timeout")
+            elif item.kind == "idle":
+                if item.key in states and not states[item.key].is_idle:
+                    reached.add("key_idle_by_mark")
+                tracker.mark_idle(item.key)
+            elif item.kind == "remove_key":
+                if item.key in states:
+                    reached.add("key_removed")
+                tracker.remove_key(item.key)
+        end_segment(b, segment)
+    return segment_ends
+
+
+__all__ = ["CASES", "DIFFERENTIAL", "RARE", "batch_shape_cases", "cases_reached", "touches_i64_bounds"]
