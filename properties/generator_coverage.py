@@ -79,6 +79,7 @@ class CaseCounts:
 
     def lines(self) -> list[str]:
         out = [f"{self.area}: {self.traces} traces (seed {self.seed}, floor {100 * self.floor:g}%)"]
+        width = max((len(c) for c in self.counts), default=0)
         for case, n in self.counts.items():
             flag = ""
             if case in self.rare and self.share(case) < THRESHOLD:
@@ -87,7 +88,7 @@ class CaseCounts:
                 flag = "  LOW"
             elif self.share(case) < THRESHOLD:
                 flag = "  under 5%"
-            out.append(f"    {case:<28} {n:>6}  {100 * self.share(case):5.1f}%{flag}")
+            out.append(f"    {case:<{width}} {n:>6}  {100 * self.share(case):5.1f}%{flag}")
         return out
 
 
