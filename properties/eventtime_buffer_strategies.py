@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
-from properties.strategies import restart_points
+from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, restart_points
 from reference.eventtime_buffer import BUILTIN_TYPES, PARSER_CATALOGUE, EventtimeParseError
 
 PARSERS = {**BUILTIN_TYPES, **PARSER_CATALOGUE}
@@ -225,7 +225,6 @@ _CELL_CASES = {
     "eventtime_out_of_range": "out_of_i64_range_cell",
 }  # fmt: skip
 _MALFORMED_REASONS = {"missing_time", "clock_went_backwards", "unsupported_item"}
-_LARGE_BATCH, _LONG_TIE_RUN = 20, 8
 
 
 def cases_reached(trace: Trace, output: Any) -> set[str]:
@@ -265,10 +264,10 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
         reached.add("tied_tuples")
     if "joined_streams" in config and any(i.messages for batch in trace.batches for i in batch):
         reached.add("joined_streams")
-    if any(n >= _LARGE_BATCH for n in events_per_batch):
+    if any(n >= LARGE_BATCH for n in events_per_batch):
         reached.add("large_batch")
     ties = Counter((arrival_batch[r[5]], r[4]) for r in tuples)  # (arrival batch, time) -> tuples
-    if any(n >= _LONG_TIE_RUN and events_per_batch[b] >= _LARGE_BATCH for (b, _), n in ties.items()):
+    if any(n >= LONG_TIE_RUN and events_per_batch[b] >= LARGE_BATCH for (b, _), n in ties.items()):
         reached.add("long_tie_run")
     return reached
 

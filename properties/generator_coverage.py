@@ -36,11 +36,14 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
 from harness.differential import run_safely
 from harness.reference_engine import ReferenceEngine
+from harness.traces import Item, Trace
+from properties.strategies import LARGE_BATCH, LONG_TIE_RUN
 
 THRESHOLD = 0.05  # every case in at least 5% of an area's generated traces (seed 0)
 TUNED_SEED = 0  # the ci profile's seed: its draw is held to THRESHOLD exactly
@@ -54,6 +57,34 @@ AREAS = (
     "watermark_propagation",
     "late_data",
 )
+
+
+def event_time_of(item: Item) -> int | None:
+    return item.event_time if item.kind == "event" else None
+
+
+def batch_shape_cases(
+    trace: Trace, errors: set[tuple[int, int]], times_of: Callable[[Item], int | None] = event_time_of
+) -> set[str]:
+    """The cases every area shares, over the items that are no error row: ``restart``,
+    ``empty_batch``, ``tied_event_times``, ``large_batch`` and ``long_tie_run``."""
+    reached: set[str] = set()
+    if trace.restart_after:
+        reached.add("restart")
+    for b, batch in enumerate(trace.batches):
+        if not batch:
+            reached.add("empty_batch")
+        times = [
+            t for s, item in enumerate(batch) if (b, s) not in errors and (t := times_of(item)) is not None
+        ]
+        longest = max(Counter(times).values(), default=0)
+        if longest >= 2:
+            reached.add("tied_event_times")
+        if len(times) >= LARGE_BATCH:
+            reached.add("large_batch")
+            if longest >= LONG_TIE_RUN:
+                reached.add("long_tie_run")
+    return reached
 
 
 @dataclass

@@ -9,20 +9,16 @@ the oracle's canonical output; it never steers generation.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
-from properties.strategies import LONG_TIE_RUN, keyed_watermark_traces
+from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Trace
+from properties.generator_coverage import batch_shape_cases
+from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, keyed_watermark_traces
 from reference.keyed_watermarks import KeyedWatermarkTracker, config_from_trace
 from reference.traces import TraceClock
 
 DIFFERENTIAL = ((keyed_watermark_traces(invalid_config_rate=10), 1.0),)
-
-#: a batch with at least this many events of the stream is large; with a tied run of LONG_TIE_RUN
-#: events it exposes an unstable sort (numpy sorts up to 16 elements stably, by insertion sort)
-LARGE_BATCH = 20
 
 CASES: dict[str, str] = {
     "event_at_key_watermark": "an event exactly at its key's watermark, on time by `<` (F065-R3)",
@@ -66,36 +62,9 @@ RARE: dict[str, str] = {
 }
 
 
-def batch_shape_cases(
-    trace: Trace, errors: set[tuple[int, int]], times_of: Callable[[Item], int | None]
-) -> set[str]:
-    """Restarts, empty batches, ties, large batches and long tie runs of the accepted events."""
-    reached: set[str] = set()
-    if trace.restart_after:
-        reached.add("restart")
-    for b, batch in enumerate(trace.batches):
-        if not batch:
-            reached.add("empty_batch")
-        times = [
-            t for s, item in enumerate(batch) if (b, s) not in errors and (t := times_of(item)) is not None
-        ]
-        longest = max(Counter(times).values(), default=0)
-        if longest >= 2:
-            reached.add("tied_event_times")
-        if len(times) >= LARGE_BATCH:
-            reached.add("large_batch")
-            if longest >= LONG_TIE_RUN:
-                reached.add("long_tie_run")
-    return reached
-
-
 def touches_i64_bounds(trace: Trace) -> bool:
     bounds = (I64_MIN, I64_MAX)
     return any(i.event_time in bounds or i.time in bounds for batch in trace.batches for i in batch)
-
-
-def _event_time(item: Item) -> int | None:
-    return item.event_time if item.kind == "event" else None
 
 
 def cases_reached(trace: Trace, output: Any) -> set[str]:
@@ -105,7 +74,7 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     if not isinstance(output, dict):
         return set()
     errors = {(b, s) for b, s, _ in output["errors"]}
-    reached = batch_shape_cases(trace, errors, _event_time)
+    reached = batch_shape_cases(trace, errors)
     if errors:
         reached.add("error_row")
     if touches_i64_bounds(trace):

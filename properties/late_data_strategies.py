@@ -16,12 +16,11 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
-from properties.strategies import i64_edge_times, restart_points
+from properties.generator_coverage import batch_shape_cases
+from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, i64_edge_times, restart_points
 
 AREA = "late_data"
 SOURCES = st.sampled_from((None, None, 0, 1, 2))
-LARGE_BATCH = 20  # events of one stream in one batch
-TIE_RUN = 8  # equal event times inside a large batch: beyond numpy's stable insertion sort of 16
 TIMES = st.one_of(st.integers(0, 12_000), st.integers(0, 12).map(lambda n: n * 1000))
 
 
@@ -129,12 +128,12 @@ def _item(
 def _large_batch(
     draw: st.DrawFn, times: st.SearchStrategy[int], last: dict[Any, int], config: dict[str, Any]
 ) -> list[Item]:
-    """LARGE_BATCH or more events of one source with a run of TIE_RUN or more equal times,
+    """LARGE_BATCH or more events of one source with a run of LONG_TIE_RUN or more equal times,
     and a few of its watermark items among them (the order inside the batch decides verdicts)."""
     source = draw(SOURCES)
     base = last[source] if source in last else draw(times)
     tie_time = draw(_near_watermark(base, config)) if draw(st.booleans()) else base
-    ties = [tie_time] * draw(st.integers(TIE_RUN, TIE_RUN + 4))
+    ties = [tie_time] * draw(st.integers(LONG_TIE_RUN, LONG_TIE_RUN + 4))
     others = [
         min(I64_MAX, max(I64_MIN, base + draw(st.integers(-4, 4)) * draw(st.sampled_from((1, 250, 1000)))))
         for _ in range(LARGE_BATCH - len(ties) + draw(st.integers(0, 6)))
@@ -193,7 +192,8 @@ CASES: dict[str, str] = {
     "restart": "a restart point between batches (OXL-R18, TR-5)",
     "empty_batch": "an empty batch still has its progress row (OXL-R17, TR-5)",
     "large_batch": f">= {LARGE_BATCH} events in one batch (OXL-R3, R4: vectorised running maxima)",
-    "tie_run": f">= {TIE_RUN} events with one event time in a batch of >= {LARGE_BATCH} (OXL-R12, R14)",
+    "tied_event_times": "two events of one batch with the same event time (OXL-R12, R14)",
+    "long_tie_run": f">= {LONG_TIE_RUN} events of one time in a batch of >= {LARGE_BATCH} (OXL-R12, R14)",
     "invalid_config": "a refused configuration (OXL-R15, TR-6)",
     "error_rows": "a malformed item or a regressed watermark gives an error row (OXL-R3, R16, TR-7)",
 }
@@ -201,32 +201,13 @@ CASES: dict[str, str] = {
 RARE: dict[str, str] = {}
 
 
-def _batch_sizes(trace: Trace) -> list[tuple[int, int]]:
-    """Per batch: its event count and the largest number of events sharing one event time."""
-    out = []
-    for batch in trace.batches:
-        times = [i.event_time for i in batch if i.kind == "event" and i.event_time is not None]
-        ties = max((times.count(t) for t in set(times)), default=0)
-        out.append((sum(1 for i in batch if i.kind == "event"), ties))
-    return out
-
-
 def cases_reached(trace: Trace, output: Any) -> set[str]:
     """The CASES one trace reaches, from the trace and the oracle's canonical output."""
-    reached: set[str] = set()
-    if trace.restart_after:
-        reached.add("restart")
-    if any(not batch for batch in trace.batches):
-        reached.add("empty_batch")
-    sizes = _batch_sizes(trace)
-    if any(n >= LARGE_BATCH for n, _ in sizes):
-        reached.add("large_batch")
-    if any(n >= LARGE_BATCH and ties >= TIE_RUN for n, ties in sizes):
-        reached.add("tie_run")
     if isinstance(output, InvalidConfig):
-        return reached | {"invalid_config"}
+        return {"invalid_config"}
     if not isinstance(output, dict):
-        return reached
+        return set()
+    reached = batch_shape_cases(trace, {(b, s) for b, s, _ in output["errors"]})
     times = [t for b in trace.batches for i in b for t in (i.time, i.event_time) if t is not None]
     if any(abs(t) > I64_MAX - NEAR_BOUNDS for t in times):
         reached.add("near_i64_bounds")

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.traces import InvalidConfig, Item, Trace, saturating_sub
-from properties.keyed_watermarks_strategies import LARGE_BATCH, batch_shape_cases, touches_i64_bounds
-from properties.strategies import LONG_TIE_RUN, partitioned_watermark_traces
+from harness.traces import InvalidConfig, Trace, saturating_sub
+from properties.generator_coverage import batch_shape_cases
+from properties.keyed_watermarks_strategies import touches_i64_bounds
+from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, partitioned_watermark_traces
 from reference.partitioned_watermarks import PartitionedWatermarkTracker, PartitionId, config_from_trace
 from reference.traces import TraceClock
 
@@ -71,10 +72,6 @@ RARE: dict[str, str] = {
 }
 
 
-def _event_time(item: Item) -> int | None:
-    return item.event_time if item.kind == "event" else None
-
-
 def cases_reached(trace: Trace, output: Any) -> set[str]:
     """The CASES one trace reaches, from the trace and the oracle's output for it."""
     if isinstance(output, InvalidConfig):
@@ -82,7 +79,7 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     if not isinstance(output, dict):
         return set()
     errors = {(b, s) for b, s, _ in output["errors"]}
-    reached = batch_shape_cases(trace, errors, _event_time)
+    reached = batch_shape_cases(trace, errors)
     if errors:
         reached.add("error_row")
     if touches_i64_bounds(trace):

@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from harness.traces import InvalidConfig, Item, Trace
+from properties.strategies import LARGE_BATCH, LONG_TIE_RUN
 
 AREA = "session_windows"
 GAPS = (1, 10, 100, 250, 1000)
@@ -166,8 +167,6 @@ CASES: dict[str, str] = {
 
 RARE: dict[str, str] = {}
 
-_LARGE_BATCH, _LONG_TIE_RUN = 20, 8
-
 
 def cases_reached(trace: Trace, output: Any) -> set[str]:
     """The CASES one trace reaches, read from the trace and the oracle's canonical output."""
@@ -194,9 +193,9 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
                 reached.add("event_just_late")
             if (b, s) not in late:
                 on_time[i.event_time] += 1
-        if len(well_formed) >= _LARGE_BATCH:
+        if len(well_formed) >= LARGE_BATCH:
             reached.add("large_batch")
-            if any(n >= _LONG_TIE_RUN for n in on_time.values()):
+            if any(n >= LONG_TIE_RUN for n in on_time.values()):
                 reached.add("long_tie_run")
         if not batch:
             reached.add("empty_batch")

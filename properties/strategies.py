@@ -141,6 +141,9 @@ def clock_advance(draw: st.DrawFn, state: StreamState, idle_timeout: int, grid: 
 #: a burst batch holds this many events of the stream (F065-R16, F064-R20: large update steps)
 BURST_SIZES = st.integers(20, 28)
 
+#: a batch with at least this many events of one stream is large (generator coverage, TR-13)
+LARGE_BATCH = 20
+
 #: a burst ties at least this many events to one time: numpy sorts up to 16 elements stably
 #: (insertion sort), so only a longer input with a long tied run exposes an unstable sort
 LONG_TIE_RUN = 8

@@ -23,10 +23,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
+from properties.generator_coverage import batch_shape_cases
+from properties.strategies import LARGE_BATCH, LONG_TIE_RUN
 
 AREA = "watermark_propagation"
-LARGE_BATCH = 20  # events of one stream in one batch
-TIE_RUN = 8  # equal event times inside a large batch: beyond numpy's stable insertion sort of 16
 NAMES = ("src", "map", "filter", "join", "sink", "side", "agg", "out")
 
 
@@ -56,7 +56,7 @@ def watermark_propagation_traces(
     large_batch_rate: int = 0,
 ) -> Trace:
     """``large_batch_rate``: the percentage of traces with one batch of LARGE_BATCH or more
-    events and a run of TIE_RUN or more equal event times."""
+    events and a run of LONG_TIE_RUN or more equal event times."""
     if invalid_config_rate and draw(st.integers(0, invalid_config_rate - 1)) == 0:
         config = draw(invalid_configs())
         # a varied item keeps equal refused configs from collapsing when traces are deduplicated
@@ -80,7 +80,8 @@ def watermark_propagation_traces(
     def large_batch() -> list[Item]:
         s = draw(st.sampled_from(sources))
         tie_time = advance(s)
-        items = [Item("event", key=s, event_time=tie_time)] * draw(st.integers(TIE_RUN, TIE_RUN + 4))
+        run_length = draw(st.integers(LONG_TIE_RUN, LONG_TIE_RUN + 4))
+        items = [Item("event", key=s, event_time=tie_time)] * run_length
         while len(items) < LARGE_BATCH + draw(st.integers(0, 4)):
             other = draw(st.sampled_from(sources))
             items.append(Item("event", key=other, event_time=advance(other)))
@@ -174,7 +175,8 @@ CASES: dict[str, str] = {
     "restart": "a restart point between batches (OXW-R19, TR-5)",
     "empty_batch": "an empty batch still has its progress row (OXW-R18, TR-5)",
     "large_batch": f">= {LARGE_BATCH} events in one batch (OXW-R1, R2: vectorised running counts and maxima)",
-    "tie_run": f">= {TIE_RUN} events with one event time in a batch of >= {LARGE_BATCH} (OXW-R1, R2)",
+    "tied_event_times": "two events of one batch with the same event time (OXW-R1, R2)",
+    "long_tie_run": f">= {LONG_TIE_RUN} events of one time in a batch of >= {LARGE_BATCH} (OXW-R1, R2)",
     "invalid_config": "a refused configuration (OXW-R4, R9, R10, R20, TR-6)",
     "error_rows": "a malformed item gives an error row (OXW-R11, R17, TR-7)",
 }
@@ -182,32 +184,13 @@ CASES: dict[str, str] = {
 RARE: dict[str, str] = {}
 
 
-def _batch_sizes(trace: Trace) -> list[tuple[int, int]]:
-    """Per batch: its event count and the largest number of events sharing one event time."""
-    out = []
-    for batch in trace.batches:
-        times = [i.event_time for i in batch if i.kind == "event" and i.event_time is not None]
-        ties = max((times.count(t) for t in set(times)), default=0)
-        out.append((sum(1 for i in batch if i.kind == "event"), ties))
-    return out
-
-
 def cases_reached(trace: Trace, output: Any) -> set[str]:
     """The CASES one trace reaches, from the trace and the oracle's canonical output."""
-    reached: set[str] = set()
-    if trace.restart_after:
-        reached.add("restart")
-    if any(not batch for batch in trace.batches):
-        reached.add("empty_batch")
-    sizes = _batch_sizes(trace)
-    if any(n >= LARGE_BATCH for n, _ in sizes):
-        reached.add("large_batch")
-    if any(n >= LARGE_BATCH and ties >= TIE_RUN for n, ties in sizes):
-        reached.add("tie_run")
     if isinstance(output, InvalidConfig):
-        return reached | {"invalid_config"}
+        return {"invalid_config"}
     if not isinstance(output, dict):
-        return reached
+        return set()
+    reached = batch_shape_cases(trace, {(b, s) for b, s, _ in output["errors"]})
     nodes, edges = trace.config["nodes"], trace.config["edges"]
     sources = sources_of(nodes, edges)
     times = [t for b in trace.batches for i in b for t in (i.time, i.event_time) if t is not None]
