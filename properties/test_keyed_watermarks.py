@@ -493,11 +493,78 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
 
 @pytest.mark.clauses("F065-R24")
 def test_spark_state_layout_is_versioned() -> None:
-    """A checkpoint of another layout version is refused with both versions named, never misread."""
-    from spark_impl.keyed_watermarks import LAYOUT_VERSION, StreamState
+    """A checkpoint of another layout version, or of other bucket counts, is refused with
+    both values named, never misread."""
+    from spark_impl.keyed_watermarks import LAYOUT_VERSION, BucketState, StreamState
 
-    stored = StreamState().to_tuple()
-    assert StreamState.from_tuple(stored).to_tuple() == stored
-    newer = (LAYOUT_VERSION + 1, *stored[1:])
-    with pytest.raises(RuntimeError, match=f"version {LAYOUT_VERSION + 1}.*version {LAYOUT_VERSION} only"):
-        StreamState.from_tuple(newer)
+    bucket = BucketState(8, 64, clock=5, activity=3).to_tuple()
+    assert BucketState.from_tuple(bucket, 8, 64).to_tuple() == bucket
+    stream = StreamState(8, global_advances=2).to_tuple()
+    assert StreamState.from_tuple(stream, 8).to_tuple() == stream
+    newer = LAYOUT_VERSION + 1
+    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
+        BucketState.from_tuple((newer, *bucket[1:]), 8, 64)
+    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple((newer, *stream[1:]), 8)
+    with pytest.raises(RuntimeError, match=r"buckets, sub_buckets \(8, 64\).*\(4, 64\) only"):
+        BucketState.from_tuple(bucket, 4, 64)
+    with pytest.raises(RuntimeError, match="buckets 8.*buckets 16 only"):
+        StreamState.from_tuple(stream, 16)
+
+
+# ---- the Spark operator on a real source, processing time from the data (F065-R10) ---------
+
+
+@pytest.mark.clauses("F065-R5", "F065-R10")
+def test_spark_on_the_rate_source_an_idle_key_stops_holding_the_global_watermark(tmp_path: Any) -> None:
+    """Spark's ``rate`` source, no clock rows: processing time is each micro-batch's start
+    (``processing_time_col="current_timestamp"``). Key ``quiet`` sends the first rows, then
+    only ``busy`` does; once a micro-batch starts more than the idle timeout after quiet's
+    last row, quiet is idle and the global watermark follows busy (F065-R5, R10)."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    from spark_impl.keyed_watermarks import keyed_watermarks
+    from spark_impl.session import get_spark
+
+    spark = get_spark()
+    delay, timeout, quiet_rows = 1000, 1500, 5
+    source = spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+    source = source.select(
+        F.when(F.col("value") < quiet_rows, "quiet").otherwise("busy").alias("key"),
+        (F.col("value") * 1000).alias("event_time"),
+    )
+    kw = keyed_watermarks(
+        source, key_col="key", event_time_col="event_time", bounded_delay_ms=delay,
+        idle_timeout_ms=timeout, processing_time_col="current_timestamp", buckets=4,
+    )  # fmt: skip
+    sink, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    query = (
+        kw.output.writeStream.format("parquet").option("path", sink).option("checkpointLocation", checkpoint)
+        .trigger(processingTime="500 milliseconds").start()
+    )  # fmt: skip
+    quiet_wm = (quiet_rows - 1) * 1000 - delay
+    try:
+        deadline = time.monotonic() + 120
+        progress: list[Any] = []
+        while time.monotonic() < deadline:
+            time.sleep(2)
+            try:
+                rows = spark.read.parquet(sink).filter(F.col("output") == "progress").collect()
+            except Exception:  # no file written yet
+                continue
+            progress = sorted(rows, key=lambda r: r["batch"])
+            if any(r["idle_keys"] == 1 and r["global_watermark"] > quiet_wm for r in progress):
+                break
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    held = [r for r in progress if r["total_keys"] == 2 and r["idle_keys"] == 0]
+    released = [r for r in progress if r["idle_keys"] == 1]
+    assert held, f"no micro-batch with both keys active: {progress}"
+    assert all(r["global_watermark"] == quiet_wm for r in held)  # quiet holds it down while active
+    assert released, f"quiet never went idle: {progress}"
+    assert all(r["global_watermark"] > quiet_wm for r in released)  # F065-R5: min over active keys
+    keys = spark.read.parquet(sink).filter(F.col("output") == "keys").collect()
+    assert any(r["key"] == "quiet" and r["state"] == "idle" for r in keys)

@@ -92,6 +92,27 @@ class OutputRows:
                 data[c] = pd.array([], dtype="Int64")
         return pd.DataFrame({c: data[c] for c in self.columns}, copy=False)
 
+    def masked_frame(self, mask_col: str) -> pd.DataFrame:
+        """As ``frame`` but every long column is plain int64 (0 where null) and ``mask_col``
+        holds the nulls, bit i for the i-th long column: pandas turns a nullable long that
+        crosses into another Python stage into a float, which loses precision past 2**53."""
+        total = sum(n for n, _ in self.pieces)
+        full = self.frame()
+        nulls = np.zeros(total, np.int64)
+        longs = [c for c in self.columns if c not in self.string_cols and c != "stream_id"]
+        if len(longs) > 63:
+            raise ValueError("masked_frame: at most 63 long columns fit one mask")
+        data: dict[str, Any] = {}
+        for c in self.columns:
+            if c in self.string_cols or c == "stream_id":
+                data[c] = full[c]
+                continue
+            arr = full[c].array
+            nulls |= np.asarray(arr.isna(), np.int64) << longs.index(c)
+            data[c] = arr.to_numpy(dtype=np.int64, na_value=0)
+        data[mask_col] = nulls
+        return pd.DataFrame(data, copy=False)
+
 
 def opt(value: int | None) -> tuple[np.ndarray, np.ndarray]:
     return (np.array([0 if value is None else value], np.int64), np.array([value is None]))
@@ -231,8 +252,12 @@ def stream_id_column(stream_id_col: str | None, alias: str) -> Any:
 def one_group_per_stream(df: Any, cols: Sequence[Any], sid: str, processor: Any, output_schema: Any) -> Any:
     """Only ``cols`` cross into the Python worker; one group per stream id, state in Spark's
     store, timeMode "None": each operator keeps its own watermark (SPARK-NOTES.md)."""
-    return df.select(*cols).groupBy(sid).transformWithStateInPandas(
-        statefulProcessor=processor, outputStructType=output_schema, outputMode="Append", timeMode="None"
+    return (
+        df.select(*cols)
+        .groupBy(sid)
+        .transformWithStateInPandas(
+            statefulProcessor=processor, outputStructType=output_schema, outputMode="Append", timeMode="None"
+        )
     )
 
 

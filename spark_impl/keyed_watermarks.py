@@ -1,4 +1,4 @@
-"""Keyed watermarks (F065) on Spark Structured Streaming.
+"""Keyed watermarks (F065) on Spark Structured Streaming, spread over the cluster.
 
 Usage
 -----
@@ -15,6 +15,7 @@ Apply the operator to your own streaming DataFrame and write its output::
         max_keys=None,                # or an int >= 1, with eviction_policy
         eviction_policy="LeastRecentlyActive",  # | "LowestWatermark" | "RejectNew"
         window_size_ms=None,          # keyed tumbling windows (F065-R21) when set
+        processing_time_col=None,     # e.g. "arrival" or "current_timestamp" (below)
     )
     q = (kw.output.writeStream.format("parquet")
          .option("checkpointLocation", ckpt).start(path))
@@ -28,7 +29,9 @@ DataFrames are projections of it:
   rejected)  (F065-R3, R15).
 - ``kw.late``: the events with verdict ``late``.
 - ``kw.progress``: one row per stream and micro-batch with the global
-  watermark, the gauges and the cumulative counters (F065-R5..R8, R19).
+  watermark, the gauges and the cumulative counters (F065-R5..R8, R19), and
+  the operator's own cost in that micro-batch: ``python_calls`` (groups the
+  first stage handled) and ``state_calls`` (state store round trips).
 - ``kw.keys``: per micro-batch, the keys whose (watermark, state) changed
   (state active | idle | removed) (F065-R22).
 - ``kw.windows``: fired keyed tumbling windows (F065-R21).
@@ -42,67 +45,77 @@ split by the ``output`` column.
 Optional columns of the input: ``stream_id_col`` (many independent streams in
 one query; without it the whole DataFrame is one stream), ``seq_col``
 (arrival order inside a micro-batch; without it the rows of a micro-batch
-are taken in event-time order, ties by key), ``kind_col`` (event | clock |
-idle | remove_key | batch_end control rows, needs ``seq_col``),
-``time_col`` (the processing time of clock rows), ``value_col`` (summed in
-windows), ``batch_col`` (the batch number reported in the output; without it
-the operator counts the micro-batches of each stream in its state).
-``stream_configs`` maps a stream id to its own settings (the trace config
-keys ``bounded_delay``, ``idle_timeout``, ``max_keys``, ``eviction_policy``,
-``window_size``), so streams with different settings share one query.
+are taken in event-time order, ties by key, and the output ``seq`` is null),
+``kind_col`` (event | clock | idle | remove_key | batch_end control rows,
+needs ``seq_col``), ``time_col`` (the processing time of clock rows),
+``value_col`` (summed in windows), ``batch_col`` (the batch number reported
+in the output; without it ``batch`` is the micro-batch's start instant in
+epoch milliseconds, Spark's ``current_timestamp()``, the same in every row
+of a micro-batch). ``stream_configs`` maps a stream id to its own settings
+(the trace config keys ``bounded_delay``, ``idle_timeout``, ``max_keys``,
+``eviction_policy``, ``window_size``), so streams with different settings
+share one query.
 
-Processing time is never read from the wall clock: it is the time of the
-latest ``clock`` row of the stream (starting at 0); an event's activity time
-is the clock at its arrival (F065-R10). Without clock rows no key idles by
-timeout.
+Processing time (F065-R10) is never read from the wall clock by the
+operator. By default it is the time of the latest ``clock`` row of the
+stream (starting at 0), as in a trace. With ``processing_time_col`` it comes
+from the data instead, for pipelines on a real source: the name of a column
+(epoch milliseconds or a timestamp, such as the source's arrival time), or
+the word ``"current_timestamp"`` for the micro-batch's start instant. Each
+micro-batch then behaves as if a clock row carrying the latest such time of
+the stream's rows came first: the clock moves (never back), idle keys are
+found, and the batch's events are active at that time. A key that stops
+sending is marked idle once a micro-batch of its stream starts more than
+``idle_timeout_ms`` after its last event, and stops holding the global
+watermark down.
 
-Design (how Spark realises the clauses)
----------------------------------------
-- ONE GROUP PER STREAM: ``groupBy(stream_id).transformWithStateInPandas(...,
-  outputMode="Append", timeMode="None")``. The global watermark, "all idle
-  means max", idle checks of keys that got no rows and eviction under
-  ``max_keys`` need the whole stream, so every key of a stream lives in that
-  stream's state (exact; parallel across streams, vectorised inside).
-  ``timeMode="None"``: Spark's own watermark would drop rows late by its one
-  global watermark before the operator sees them; the key watermarks are
-  kept in state instead.
-- STATE: one ValueState per stream in the state store (RocksDB provider),
-  one round trip to read and one to write per stream and micro-batch. Its
-  value holds a layout version, the scalars (processing clock, evicted,
-  global_advances, key_advances, the activity counter, micro-batches seen)
-  and two versioned binary blobs: the key table (Arrow IPC, zstd: key,
-  max_event_time, watermark, last_activity, activity_order, is_idle) and the
-  open windows (key, window_start, count, sum). A state written with an
-  unknown layout version is refused with a clear error.
-- ORDER: inside a micro-batch the rows of a stream are sorted by the
-  explicit seq column (F065-R22), never by their physical order.
-- VECTORISED: consecutive events between control rows form one segment
-  (one update_batch, at most one global advance, F065-R16/R22). Per event
-  the key watermark before it is saturating(max(stored max_event_time,
-  running max of the earlier events of that key in the segment) - delay)
-  (a stable sort by key and a grouped cummax shifted by one); verdicts,
-  key_advances and the new key table are computed with numpy, the global
-  watermark once per segment. Control rows (clock, idle, remove_key,
-  errors) are applied one by one; a clock row idles keys with one vector
-  comparison. Windows are aggregated per (key, window_start) with pandas.
-- EVICTION (F065-R12..R15) is sequential by nature: a segment that brings
-  more new keys than ``max_keys`` leaves room for runs an exact sequential
-  path; every other segment stays vectorised.
-- SATURATING i64 arithmetic is explicit (numpy wraps silently): watermark =
-  max(i64 min, t - delay), window end = min(i64 max, start + size).
-  Nullable longs cross into the Python worker as value + null flag, never
-  as float, so times near the i64 bounds stay exact.
-- PROGRESS: one progress row per stream and micro-batch in which the stream
-  has rows. The harness adds a ``batch_end`` row per trace and batch so
-  empty trace batches get theirs; a user stream without such markers gets
-  progress rows only in micro-batches where it has rows.
-- RESTART (F065-R24): everything crosses a restart in the checkpoint (state
-  store + source offsets); the operator keeps nothing outside the state.
+Design
+------
+``docs/architecture.md`` draws the stages and gives the cost model. In short:
+
+- WIDE STAGE, grouped by (stream, key bucket): a well-formed event goes to
+  the bucket ``pmod(xxhash64(key), buckets)``; every other row (clock, idle,
+  remove_key, a malformed row) is copied to every bucket of its stream by a
+  stateless ``explode`` before the shuffle, so each bucket sees the stream's
+  whole sequence of calls (F065-R16, R22) and applies those that concern its
+  keys. Verdicts, key watermarks, windows, the ``keys`` table and the error
+  rows (bucket 0 writes those) come out of this stage, spread over every
+  shuffle partition. ``transformWithStateInPandas``, ``timeMode="None"``:
+  Spark's own watermark is one value per query and would drop rows by it.
+- STATE of a bucket: a ``MapState`` from sub-bucket (``(xxhash64(key) >> 16)
+  mod sub_buckets``) to one small vectorised block (the keys of that
+  sub-bucket, their columns as raw arrays, and their open windows), and a
+  ``ValueState`` with the clock, the arrival counter and a sparse summary:
+  per non-empty sub-bucket its key count, idle count, lowest active
+  watermark, highest watermark and earliest active ``last_activity``. A
+  micro-batch reads the summary, the sub-buckets its rows touch and those a
+  clock row may idle (summary: earliest activity older than the timeout),
+  and writes back what changed. The cross-key answers of the bucket come
+  from the summary of the sub-buckets it did not read plus the keys it did.
+- NARROW STAGE, a second ``transformWithStateInPandas`` grouped by (stream,
+  route): the wide stage emits per call (a segment of events or a control
+  row) the bucket's summary when it changed, routed to one group per
+  stream; that group keeps each bucket's summary and the counters, and
+  computes the global watermark after every call (F065-R5..R8), the gauges
+  and the progress row. Two stateful operators in one query only feed
+  forward, and a stateful operator whose output is used twice runs twice,
+  so the event rows travel through the second stage too, in pass-through
+  groups (stream, bucket) that touch no state.
+- EVICTION under ``max_keys`` (F065-R12..R15) is global and sequential: a
+  stream with ``max_keys`` sends every row to bucket 0, which reads all its
+  sub-buckets (at most ``max_keys`` keys) and runs the exact path.
+- ORDER: inside a micro-batch the rows of a stream are taken by the ``seq``
+  column, never by their physical order. SATURATING i64 arithmetic is
+  explicit; nullable longs never become floats (they cross between the
+  stages as a value and a null mask).
+- RESTART (F065-R24): everything is in the state store under the
+  checkpoint; ``buckets`` and ``sub_buckets`` are fixed in it (a different
+  value is refused with a message naming both).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,36 +125,57 @@ import pandas as pd
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
     OutputRows,
-    StreamGroupProcessor,
+    StatefulProcessor,
+    StatefulProcessorHandle,
     batches_in,
     check_columns,
     event_time_millis,
     long_or_zero,
-    one_group_per_stream,
     stream_id_column,
     stream_settings,
     table_projections,
     with_defaults,
 )
-from spark_impl.common import opt as _opt
 from spark_impl.common import require_int as _require_int
 from spark_impl.common import sat_sub as _sat_sub
+from spark_impl.scaleout import NULL_MASK, SecondStage, default_buckets, restore_nulls, to_buckets, two_stages
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
 CONFIG_KEYS = ("bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size")
+DEFAULT_SUB_BUCKETS = 4096
+BUCKETS_PER_PARTITION = 4
+CURRENT_TIMESTAMP = "current_timestamp"
 
 STRING_COLS = ("output", "stream_id", "key", "verdict", "state", "reason")
 OUTPUT_COLUMNS = (
     "output", "stream_id", "batch", "seq", "key", "event_time", "key_watermark", "verdict",
     "global_watermark", "total_keys", "active_keys", "idle_keys", "evicted_keys",
     "global_advances", "key_advances", "watermark", "state",
-    "window_start", "window_end", "count", "sum", "reason",
+    "window_start", "window_end", "count", "sum", "reason", "python_calls", "state_calls",
 )  # fmt: skip
+LONG_COLS = tuple(c for c in OUTPUT_COLUMNS if c not in STRING_COLS)
 OUTPUT_SCHEMA = ", ".join(f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS)
-STATE_SCHEMA = (
-    "layout_version int, clock long, evicted long, global_advances long, key_advances long, "
-    "activity long, batches long, keys binary, windows binary"
+
+# Between the stages: long columns as values with one null mask (bit i: LONG_COLS[i] is null),
+# so no nullable long becomes a float in pandas; ``kw_route`` picks the second stage's group
+# (the bucket for table rows, -1 for summaries); ``s_*`` are the summary columns.
+SUMMARY_COLS = (
+    "s_bucket", "s_call_seq", "s_call_part", "s_keys", "s_idle", "s_min_active", "s_max",
+    "s_key_advances", "s_evicted", "s_state_calls",
+)  # fmt: skip
+PASS_SCHEMA = ", ".join(
+    [f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS] + ["`kw_nulls` long"]
+)
+WIDE_SCHEMA = ", ".join([PASS_SCHEMA, "`kw_route` long"] + [f"`{c}` long" for c in SUMMARY_COLS])
+BUCKET_SCHEMA = "layout_version int, buckets int, sub_buckets int, clock long, activity long, subs binary"
+BLOCK_SCHEMA = (
+    "key_lengths binary, key_bytes binary, numbers binary, idle binary, "
+    "window_key_lengths binary, window_key_bytes binary, window_numbers binary"
+)
+STREAM_SCHEMA = (
+    "layout_version int, buckets int, global_advances long, evicted long, key_advances long, "
+    "bucket_summaries binary"
 )
 
 # Column projections of the convenience DataFrames (the harness tables plus stream_id).
@@ -149,7 +183,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "events": ("stream_id", "batch", "seq", "key", "event_time", "key_watermark", "verdict"),
     "progress": (
         "stream_id", "batch", "global_watermark", "total_keys", "active_keys", "idle_keys",
-        "evicted_keys", "global_advances", "key_advances",
+        "evicted_keys", "global_advances", "key_advances", "python_calls", "state_calls",
     ),
     "keys": ("stream_id", "batch", "key", "watermark", "state"),
     "windows": ("stream_id", "batch", "key", "window_start", "window_end", "count", "sum"),
@@ -203,21 +237,29 @@ def _sat_add(a: np.ndarray, s: int | np.ndarray) -> np.ndarray:
         return np.where(a > I64_MAX - step, np.int64(I64_MAX), a + step)
 
 
-# ---- the key table and the stream state ------------------------------------
+def sub_bucket_of(key_hash: np.ndarray, sub_buckets: int) -> np.ndarray:
+    """The sub-bucket of a key from its xxhash64 (bits above the ones the bucket mostly uses)."""
+    return np.mod(np.right_shift(np.asarray(key_hash, np.int64), 16), sub_buckets)
+
+
+# ---- the loaded keys of a bucket ---------------------------------------------
 
 
 class _Keys:
-    """All tracked keys of one stream, column-wise (the key table blob)."""
+    """Keys column-wise: the sub-buckets of one bucket read in this call."""
 
     def __init__(self, keys: np.ndarray | None = None, **cols: np.ndarray) -> None:
         self.keys = keys if keys is not None else np.empty(0, dtype=object)
         n = len(self.keys)
+        self.hash = cols.get("hash", np.zeros(n, np.int64))
         self.max_et = cols.get("max_et", np.zeros(n, np.int64))
         self.wm = cols.get("wm", np.zeros(n, np.int64))
         self.last = cols.get("last", np.zeros(n, np.int64))
         self.order = cols.get("order", np.zeros(n, np.int64))
         self.idle = cols.get("idle", np.zeros(n, bool))
         self._index: pd.Index | None = None
+
+    NUMBERS = ("hash", "max_et", "wm", "last", "order")
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -231,133 +273,176 @@ class _Keys:
         hits = np.flatnonzero(self.keys == key)
         return int(hits[0]) if len(hits) else -1
 
-    def append(self, new_keys: np.ndarray) -> None:
+    def append(self, new_keys: np.ndarray, new_hashes: np.ndarray) -> None:
         m = len(new_keys)
         self.keys = np.concatenate([self.keys, np.asarray(new_keys, dtype=object)])
-        self.max_et = np.concatenate([self.max_et, np.zeros(m, np.int64)])
-        self.wm = np.concatenate([self.wm, np.zeros(m, np.int64)])
-        self.last = np.concatenate([self.last, np.zeros(m, np.int64)])
-        self.order = np.concatenate([self.order, np.zeros(m, np.int64)])
+        self.hash = np.concatenate([self.hash, np.asarray(new_hashes, np.int64)])
+        for name in ("max_et", "wm", "last", "order"):
+            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(m, np.int64)]))
         self.idle = np.concatenate([self.idle, np.zeros(m, bool)])
         self._index = None
 
     def keep(self, mask: np.ndarray) -> None:
-        for name in ("keys", "max_et", "wm", "last", "order", "idle"):
+        for name in ("keys", *self.NUMBERS, "idle"):
             setattr(self, name, getattr(self, name)[mask])
         self._index = None
 
-    def global_watermark(self) -> int | None:
-        if len(self.keys) == 0:
-            return None  # F065-R5
-        active = ~self.idle
-        if active.any():
-            return int(self.wm[active].min())  # F065-R5 (may drop: R6)
-        return int(self.wm.max())  # F065-R7
 
-    def to_arrow(self) -> Any:
-        import pyarrow as pa
+@dataclass(frozen=True)
+class Aggregate:
+    """The cross-key figures of a set of keys: enough to combine sets (F065-R5, R7)."""
 
-        return pa.table(
-            {
-                "key": pa.array(self.keys, type=pa.string()),
-                "max_event_time": pa.array(self.max_et, type=pa.int64()),
-                "watermark": pa.array(self.wm, type=pa.int64()),
-                "last_activity": pa.array(self.last, type=pa.int64()),
-                "activity_order": pa.array(self.order, type=pa.int64()),
-                "is_idle": pa.array(self.idle, type=pa.bool_()),
-            }
+    keys: int = 0
+    idle: int = 0
+    min_active: int = I64_MAX  # meaningful when keys > idle
+    max_wm: int = I64_MIN  # meaningful when keys > 0
+
+    def __add__(self, other: Aggregate) -> Aggregate:
+        return Aggregate(
+            self.keys + other.keys, self.idle + other.idle,
+            min(self.min_active, other.min_active), max(self.max_wm, other.max_wm),
+        )  # fmt: skip
+
+    @staticmethod
+    def of(t: _Keys) -> Aggregate:
+        if len(t) == 0:
+            return Aggregate()
+        active = ~t.idle
+        n_active = int(active.sum())
+        return Aggregate(
+            len(t), len(t) - n_active, int(t.wm[active].min()) if n_active else I64_MAX, int(t.wm.max())
         )
+
+
+def global_watermark(keys: int, idle: int, min_active: int, max_wm: int) -> int | None:
+    if keys == 0:
+        return None  # F065-R5: no tracked key
+    if keys > idle:
+        return min_active  # F065-R5 (may go down: R6)
+    return max_wm  # F065-R7: all idle
+
+
+# ---- state layouts -----------------------------------------------------------
+
+
+def _refuse(what: str, found: Any, expected: Any) -> RuntimeError:
+    return RuntimeError(
+        f"keyed_watermarks: the checkpoint holds {what} {found}; this release reads {what} "
+        f"{expected} only. Start from a new checkpoint."
+    )
+
+
+def _pack_text(values: np.ndarray) -> tuple[bytes, bytes]:
+    encoded = [s.encode() for s in values.tolist()]
+    return np.fromiter(map(len, encoded), np.int32, len(encoded)).tobytes(), b"".join(encoded)
+
+
+def _unpack_text(lengths: bytes, data: bytes) -> np.ndarray:
+    import pyarrow as pa
+
+    lens = np.frombuffer(lengths, np.int32)
+    offsets = np.zeros(len(lens) + 1, np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    array = pa.StringArray.from_buffers(len(lens), pa.py_buffer(offsets.tobytes()), pa.py_buffer(data))
+    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=object)
+
+
+_SUMMARY_FIELDS = ("sub", "keys", "idle", "min_active", "max_wm", "min_active_last")
+
+
+@dataclass
+class BucketState:
+    """What one (stream, bucket) keeps in its ValueState: scalars and the sparse summary."""
+
+    buckets: int
+    sub_buckets: int
+    clock: int = 0
+    activity: int = 0
+    # One row per non-empty sub-bucket: _SUMMARY_FIELDS, as an (m, 6) int64 array.
+    subs: np.ndarray = field(default_factory=lambda: np.zeros((0, len(_SUMMARY_FIELDS)), np.int64))
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return (
+            LAYOUT_VERSION, self.buckets, self.sub_buckets, self.clock, self.activity,
+            np.ascontiguousarray(self.subs, np.int64).tobytes(),
+        )  # fmt: skip
 
     @classmethod
-    def from_arrow(cls, t: Any) -> _Keys:
-        return cls(
-            np.asarray(t.column("key").to_pylist(), dtype=object),
-            max_et=t.column("max_event_time").to_numpy().astype(np.int64),
-            wm=t.column("watermark").to_numpy().astype(np.int64),
-            last=t.column("last_activity").to_numpy().astype(np.int64),
-            order=t.column("activity_order").to_numpy().astype(np.int64),
-            idle=t.column("is_idle").to_numpy(zero_copy_only=False).astype(bool),
-        )
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int, sub_buckets: int) -> BucketState:
+        if value[0] != LAYOUT_VERSION:
+            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
+        if (value[1], value[2]) != (buckets, sub_buckets):
+            raise _refuse("buckets, sub_buckets", (value[1], value[2]), (buckets, sub_buckets))
+        subs = np.frombuffer(bytes(value[5]), np.int64).reshape(-1, len(_SUMMARY_FIELDS)).copy()
+        return cls(buckets, sub_buckets, int(value[3]), int(value[4]), subs)
 
 
-_EMPTY_WINDOWS = {"key": np.empty(0, object), "start": np.empty(0, np.int64),
-                  "count": np.empty(0, np.int64), "sum": np.empty(0, np.int64)}  # fmt: skip
+def pack_block(t: _Keys, rows: np.ndarray, w: pd.DataFrame, wrows: np.ndarray) -> tuple[Any, ...]:
+    """One sub-bucket's value: its keys (rows of ``t``) and open windows (rows of ``w``)."""
+    lengths, data = _pack_text(t.keys[rows])
+    numbers = np.column_stack([getattr(t, n)[rows] for n in _Keys.NUMBERS]).astype(np.int64)
+    wl, wd = _pack_text(w["key"].to_numpy(object)[wrows])
+    wn = np.column_stack([w[c].to_numpy(np.int64)[wrows] for c in _WINDOW_NUMBERS]).astype(np.int64)
+    return (lengths, data, numbers.tobytes(), t.idle[rows].astype(bool).tobytes(), wl, wd, wn.tobytes())
 
 
-def _to_ipc(table: Any, kind: str) -> bytes:
-    import pyarrow as pa
+def unpack_blocks(blocks: list[tuple[Any, ...]]) -> tuple[_Keys, pd.DataFrame]:
+    """The keys and open windows of several sub-bucket values, concatenated."""
+    if not blocks:
+        return _Keys(), _no_windows()
+    keys = _unpack_text(b"".join(bytes(b[0]) for b in blocks), b"".join(bytes(b[1]) for b in blocks))
+    nums = np.frombuffer(b"".join(bytes(b[2]) for b in blocks), np.int64).reshape(-1, len(_Keys.NUMBERS))
+    idle = np.frombuffer(b"".join(bytes(b[3]) for b in blocks), bool)
+    t = _Keys(keys, idle=idle.copy(), **{n: nums[:, i].copy() for i, n in enumerate(_Keys.NUMBERS)})
+    wkeys = _unpack_text(b"".join(bytes(b[4]) for b in blocks), b"".join(bytes(b[5]) for b in blocks))
+    wn = np.frombuffer(b"".join(bytes(b[6]) for b in blocks), np.int64).reshape(-1, len(_WINDOW_NUMBERS))
+    w = pd.DataFrame({"key": wkeys, **{c: wn[:, i].copy() for i, c in enumerate(_WINDOW_NUMBERS)}})
+    return t, w
 
-    table = table.replace_schema_metadata({"layout": kind, "layout_version": str(LAYOUT_VERSION)})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
-        w.write_table(table)
-    return sink.getvalue().to_pybytes()
+
+_WINDOW_NUMBERS = ("hash", "start", "count", "sum")
 
 
-def _from_ipc(blob: bytes, kind: str) -> Any:
-    import pyarrow as pa
-
-    table = pa.ipc.open_stream(pa.py_buffer(bytes(blob))).read_all()
-    meta = table.schema.metadata or {}
-    if meta.get(b"layout") != kind.encode() or meta.get(b"layout_version") != str(LAYOUT_VERSION).encode():
-        raise RuntimeError(
-            f"keyed_watermarks: the {kind} blob in the checkpoint has layout {meta!r}; this release "
-            f"reads layout version {LAYOUT_VERSION} only. Start from a new checkpoint."
-        )
-    return table
+def _no_windows() -> pd.DataFrame:
+    return pd.DataFrame({"key": np.empty(0, object), **{c: np.empty(0, np.int64) for c in _WINDOW_NUMBERS}})
 
 
 @dataclass
 class StreamState:
-    """Everything one stream keeps across micro-batches (one ValueState)."""
+    """What the narrow stage keeps per stream: counters and each bucket's last summary."""
 
-    clock: int = 0
-    evicted: int = 0
+    buckets: int
     global_advances: int = 0
+    evicted: int = 0
     key_advances: int = 0
-    activity: int = 0
-    batches: int = 0
-    keys: _Keys = field(default_factory=_Keys)
-    windows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(_EMPTY_WINDOWS))
+    # (buckets, 4) int64: keys, idle, min_active, max_wm per bucket.
+    summaries: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
+
+    def __post_init__(self) -> None:
+        if len(self.summaries) == 0:
+            self.summaries = np.tile(np.array([0, 0, I64_MAX, I64_MIN], np.int64), (self.buckets, 1))
 
     def to_tuple(self) -> tuple[Any, ...]:
-        import pyarrow as pa
-
-        windows = pa.table(
-            {
-                "key": pa.array(self.windows["key"].to_numpy(object), type=pa.string()),
-                "window_start": pa.array(self.windows["start"].to_numpy(np.int64), type=pa.int64()),
-                "count": pa.array(self.windows["count"].to_numpy(np.int64), type=pa.int64()),
-                "sum": pa.array(self.windows["sum"].to_numpy(np.int64), type=pa.int64()),
-            }
-        )
         return (
-            LAYOUT_VERSION, self.clock, self.evicted, self.global_advances, self.key_advances,
-            self.activity, self.batches, _to_ipc(self.keys.to_arrow(), "keys"),
-            _to_ipc(windows, "windows"),
+            LAYOUT_VERSION, self.buckets, self.global_advances, self.evicted, self.key_advances,
+            np.ascontiguousarray(self.summaries, np.int64).tobytes(),
         )  # fmt: skip
 
     @classmethod
-    def from_tuple(cls, value: tuple[Any, ...]) -> StreamState:
-        version = value[0]
-        if version != LAYOUT_VERSION:
-            raise RuntimeError(
-                f"keyed_watermarks: the checkpoint holds state layout version {version}; this "
-                f"release reads version {LAYOUT_VERSION} only. Start from a new checkpoint."
-            )
-        w = _from_ipc(value[8], "windows")
-        windows = pd.DataFrame(
-            {
-                "key": np.asarray(w.column("key").to_pylist(), dtype=object),
-                "start": w.column("window_start").to_numpy().astype(np.int64),
-                "count": w.column("count").to_numpy().astype(np.int64),
-                "sum": w.column("sum").to_numpy().astype(np.int64),
-            }
-        )
-        return cls(
-            clock=int(value[1]), evicted=int(value[2]), global_advances=int(value[3]),
-            key_advances=int(value[4]), activity=int(value[5]), batches=int(value[6]),
-            keys=_Keys.from_arrow(_from_ipc(value[7], "keys")), windows=windows,
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
+        if value[0] != LAYOUT_VERSION:
+            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
+        if value[1] != buckets:
+            raise _refuse("buckets", value[1], buckets)
+        summaries = np.frombuffer(bytes(value[5]), np.int64).reshape(-1, 4).copy()
+        return cls(buckets, int(value[2]), int(value[3]), int(value[4]), summaries)
+
+    def global_watermark(self) -> int | None:
+        s = self.summaries
+        active = s[:, 0] > s[:, 1]
+        return global_watermark(
+            int(s[:, 0].sum()), int(s[:, 1].sum()),
+            int(s[active, 2].min()) if active.any() else I64_MAX, int(s[:, 3].max()),
         )  # fmt: skip
 
 
@@ -365,34 +450,57 @@ class StreamState:
 
 
 class _Out(OutputRows):
-    """The combined output of one call (the F065 columns)."""
+    """The first stage's rows of one call: table rows and summaries (WIDE_SCHEMA)."""
 
     def __init__(self, stream_id: str) -> None:
-        super().__init__(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+        super().__init__(stream_id, (*OUTPUT_COLUMNS, "kw_route", *SUMMARY_COLS), STRING_COLS)
 
 
-# ---- processing one stream's rows (pure pandas/numpy; runs in the worker) ---
+# ---- one bucket of one stream (the wide stage; pure pandas/numpy) ------------
 
 
-def process_rows(
-    state: StreamState, rows: pd.DataFrame, cfg: StreamConfig, stream_id: str, has_batch: bool
-) -> pd.DataFrame:
-    """Applies one call's rows of one stream to its state; returns the output rows.
+@dataclass
+class _Bucket:
+    """One call of the wide stage on one (stream, bucket): the loaded keys and the rest."""
 
-    ``rows`` has the normalised columns built by ``keyed_watermarks``: kw_batch,
-    kw_seq, kw_kind, kw_key, kw_et, kw_et_null, kw_value, kw_time, kw_time_null
-    (nullable longs as value + null flag; names must not start with "_", which
-    the pandas worker renames).
-    """
-    out = _Out(stream_id)
-    for b, part in batches_in(rows, "kw_batch", has_batch, state.batches):
-        _process_batch(state, part, cfg, b, out)
-        state.batches += 1
-    return out.frame()
+    st: BucketState
+    cfg: StreamConfig
+    bucket: int
+    ordered: bool
+    keys: _Keys = field(default_factory=_Keys)
+    windows: pd.DataFrame = field(default_factory=_no_windows)
+    rest: Aggregate = field(default_factory=Aggregate)  # the sub-buckets not read
+    emitted: Aggregate = field(default_factory=Aggregate)
+    key_advances: int = 0
+    evicted: int = 0
+
+    def aggregate(self) -> Aggregate:
+        return self.rest + Aggregate.of(self.keys)
+
+    def summary(
+        self, out: _Out, b: int, call: tuple[int, int], final: bool = False, state_calls: int = 0
+    ) -> None:
+        """A summary row after a call when the bucket's figures changed (always for the final row)."""
+        agg = self.aggregate()
+        if agg == self.emitted and not final:
+            return
+        self.emitted = agg
+        out.add(
+            "summary", 1, batch=b, kw_route=-1, s_bucket=self.bucket, s_call_seq=call[0],
+            s_call_part=call[1], s_keys=agg.keys, s_idle=agg.idle, s_min_active=agg.min_active,
+            s_max=agg.max_wm, s_key_advances=self.key_advances if final else 0,
+            s_evicted=self.evicted if final else 0, s_state_calls=state_calls,
+        )  # fmt: skip
 
 
-def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: int, out: _Out) -> None:
-    rows = rows.sort_values("kw_seq", kind="stable")
+LAST_CALL = I64_MAX  # the call position of a segment that no control row ends
+
+
+def process_bucket(run: _Bucket, rows: pd.DataFrame, b: int, out: _Out) -> None:
+    """One batch of one bucket: segments of events and control rows, in order (F065-R16, R22)."""
+    st = run.st
+    # A batch_end marker only makes bucket 0 report an empty batch; it is no call.
+    rows = rows[rows["kw_kind"].to_numpy(object) != "batch_end"].sort_values("kw_seq", kind="stable")
     n = len(rows)
     kind = rows["kw_kind"].to_numpy(object)
     key = rows["kw_key"].to_numpy(object)
@@ -403,120 +511,125 @@ def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: in
     tm = rows["kw_time"].to_numpy(np.int64)
     tm_null = rows["kw_time_null"].to_numpy(bool)
     seq = rows["kw_seq"].to_numpy(np.int64)
+    khash = rows["kw_hash"].to_numpy(np.int64)
+    home = rows["kw_home"].to_numpy(np.int64) == run.bucket
 
-    start_keys, start_wm, start_idle = st.keys.keys.copy(), st.keys.wm.copy(), st.keys.idle.copy()
+    start = (run.keys.keys.copy(), run.keys.wm.copy(), run.keys.idle.copy())
+    err = _errors(kind, key_null, et_null, tm, tm_null, st.clock)
+    has_err = err != None  # noqa: E711 - elementwise
+    is_tick = kind == "tick"
+    control = ~(kind == "event") | has_err
+    if not run.ordered:
+        control &= ~has_err  # no arrival order: errors change nothing and end no segment
+    out_seq = (seq, np.zeros(n, bool)) if run.ordered else (seq, np.ones(n, bool))
+    if run.bucket == 0 and has_err.any():
+        e = np.flatnonzero(has_err)
+        out.add("errors", len(e), batch=b, seq=(out_seq[0][e], out_seq[1][e]), reason=err[e], kw_route=0)
 
-    # F065-R23: malformed rows, decided vectorised.
+    prev = 0
+    for c in np.flatnonzero(control).tolist():
+        if c > prev:
+            _segment(
+                run, key[prev:c], khash[prev:c], et[prev:c], val[prev:c], seq[prev:c], b, out, run.ordered
+            )
+            run.summary(out, b, (int(seq[c]), 0))
+        if not has_err[c]:
+            _control(run, kind[c], key[c], int(tm[c]), bool(home[c]), bool(is_tick[c]))
+            run.summary(out, b, (int(seq[c]), 1))
+        prev = c + 1
+    if prev < n:
+        _segment(run, key[prev:], khash[prev:], et[prev:], val[prev:], seq[prev:], b, out, run.ordered)
+        run.summary(out, b, (LAST_CALL, 0))
+    _key_changes(*start, run.keys, b, out, run.bucket)
+
+
+def _errors(
+    kind: np.ndarray,
+    key_null: np.ndarray,
+    et_null: np.ndarray,
+    tm: np.ndarray,
+    tm_null: np.ndarray,
+    clock: int,
+) -> np.ndarray:
+    """F065-R23, vectorised: the reason of each malformed row, None elsewhere."""
+    n = len(kind)
     is_event = kind == "event"
     is_clock = kind == "clock"
     keyed = is_event | (kind == "idle") | (kind == "remove_key")
-    known = keyed | is_clock | (kind == "batch_end")
+    known = keyed | is_clock | (kind == "tick")
     err = np.full(n, None, dtype=object)
-    err[~known] = "unsupported_item"  # F065-R23
+    err[~known] = "unsupported_item"
     err[is_clock & tm_null] = "missing_time"
     cand = is_clock & ~tm_null
     if cand.any():
         running = np.maximum.accumulate(np.where(cand, tm, np.int64(I64_MIN)))
         before = np.empty(n, np.int64)
-        before[0] = st.clock
-        before[1:] = np.maximum(running[:-1], np.int64(st.clock))
+        before[0] = clock
+        before[1:] = np.maximum(running[:-1], np.int64(clock))
         err[cand & (tm < before)] = "clock_went_backwards"  # valid clocks never go back
     err[keyed & key_null] = "missing_key"
     err[is_event & ~key_null & et_null] = "missing_event_time"
-    has_err = err != None  # noqa: E711 - elementwise
-    control = ~is_event | has_err
-
-    prev = 0
-    for c in np.flatnonzero(control).tolist():
-        if c > prev:
-            _segment(st, cfg, key[prev:c], et[prev:c], val[prev:c], seq[prev:c], b, out)
-        if has_err[c]:
-            out.add("errors", 1, batch=b, seq=seq[c : c + 1], reason=err[c : c + 1])
-        else:
-            _control(st, cfg, kind[c], key[c], int(tm[c]))
-        prev = c + 1
-    if prev < n:
-        _segment(st, cfg, key[prev:], et[prev:], val[prev:], seq[prev:], b, out)
-
-    # F065-R22: one progress row after every batch.
-    t = st.keys
-    total = len(t)
-    idle = int(t.idle.sum())
-    g = t.global_watermark()
-    out.add(
-        "progress", 1, batch=b, global_watermark=_opt(g), total_keys=total, active_keys=total - idle,
-        idle_keys=idle, evicted_keys=st.evicted, global_advances=st.global_advances,
-        key_advances=st.key_advances,
-    )  # fmt: skip
-    _key_changes(start_keys, start_wm, start_idle, t, b, out)
+    return err
 
 
-def _count_advance(st: StreamState, before: int | None) -> None:
-    after = st.keys.global_watermark()
-    if after is not None and (before is None or after > before):  # F065-R8
-        st.global_advances += 1
-
-
-def _control(st: StreamState, cfg: StreamConfig, kind: str, key: Any, time: int) -> None:
-    t = st.keys
-    if kind == "batch_end":
-        return
-    before = t.global_watermark()
-    if kind == "clock":
-        st.clock = time
-        stale = ~t.idle & ((np.int64(time) - t.last) > cfg.idle_timeout)  # F065-R10: strict >
+def _control(run: _Bucket, kind: str, key: Any, time: int, home: bool, tick: bool) -> None:
+    t = run.keys
+    if kind in ("clock", "tick"):
+        if tick and time <= run.st.clock:
+            return  # a processing-time tick never moves the clock back
+        run.st.clock = time
+        stale = ~t.idle & ((np.int64(time) - t.last) > run.cfg.idle_timeout)  # F065-R10: strict >
         t.idle[stale] = True
+    elif not home:
+        return  # idle / remove_key of a key that lives in another bucket
     elif kind == "idle":
         i = t.find(key)
-        if i < 0:
-            return  # F065-R9: unknown key, no change
-        t.idle[i] = True
+        if i >= 0:  # F065-R9: an unknown key changes nothing
+            t.idle[i] = True
     elif kind == "remove_key":
         i = t.find(key)
-        if i < 0:
-            return  # F065-R17: unknown key, no-op
-        mask = np.ones(len(t), bool)
-        mask[i] = False
-        t.keep(mask)
-    _count_advance(st, before)
+        if i >= 0:  # F065-R17: an unknown key is a no-op
+            mask = np.ones(len(t), bool)
+            mask[i] = False
+            t.keep(mask)
 
 
 def _segment(
-    st: StreamState, cfg: StreamConfig, keys: np.ndarray, t: np.ndarray, v: np.ndarray,
-    seq: np.ndarray, b: int, out: _Out,
+    run: _Bucket, keys: np.ndarray, hashes: np.ndarray, t: np.ndarray, v: np.ndarray, seq: np.ndarray,
+    b: int, out: _Out, ordered: bool,
 ) -> None:  # fmt: skip
-    """F065-R16/R22: one segment of events applied as one update_batch."""
-    before = st.keys.global_watermark()
-    table = st.keys
+    """F065-R16/R22: this bucket's events of one segment, applied as one update_batch."""
+    cfg = run.cfg
+    table = run.keys
     n0 = len(table)
     pos = table.index().get_indexer(pd.Index(keys)) if n0 else np.full(len(keys), -1, np.int64)
     new = pos < 0
     if new.any():
-        new_keys = pd.unique(keys[new])
+        new_keys, first = np.unique(keys[new].astype(str), return_index=True)
         if cfg.max_keys is not None and n0 + len(new_keys) > cfg.max_keys:
-            kwm, kwm_null, verdict = _segment_sequential(st, cfg, keys, t)
+            kwm, kwm_null, verdict = _segment_sequential(run, keys, hashes, t)
         else:
-            table.append(new_keys)
+            new_keys = new_keys.astype(object)
+            table.append(new_keys, hashes[new][first])
             pos = np.asarray(pos, np.int64)
             pos[new] = n0 + pd.Index(new_keys).get_indexer(keys[new])
-            kwm, kwm_null, verdict = _segment_vectorised(st, cfg, pos, t, n0)
+            kwm, kwm_null, verdict = _segment_vectorised(run, pos, t, n0)
     else:
-        kwm, kwm_null, verdict = _segment_vectorised(st, cfg, np.asarray(pos, np.int64), t, n0)
-    _count_advance(st, before)
+        kwm, kwm_null, verdict = _segment_vectorised(run, np.asarray(pos, np.int64), t, n0)
     out.add(
-        "events", len(keys), batch=b, seq=seq, key=keys, event_time=t,
-        key_watermark=(kwm, kwm_null), verdict=verdict,
+        "events", len(keys), batch=b, seq=(seq, np.full(len(seq), not ordered)), key=keys, event_time=t,
+        key_watermark=(kwm, kwm_null), verdict=verdict, kw_route=run.bucket,
     )  # fmt: skip
     if cfg.window_size is not None:
-        _windows(st, cfg, keys, t, v, verdict == "on_time", b, out)
+        _windows(run, keys, hashes, t, v, verdict == "on_time", b, out)
 
 
 def _segment_vectorised(
-    st: StreamState, cfg: StreamConfig, pos: np.ndarray, t: np.ndarray, n0: int
+    run: _Bucket, pos: np.ndarray, t: np.ndarray, n0: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """No eviction possible: every event's outcome from vector operations."""
-    table = st.keys
-    d = cfg.bounded_delay
+    table = run.keys
+    d = run.cfg.bounded_delay
     m = len(t)
     order = np.argsort(pos, kind="stable")
     cs = pos[order]
@@ -537,16 +650,16 @@ def _segment_vectorised(
     wm_before = _sat_sub(prior_max, d)  # F065-R2
     late = tracked & (ts < wm_before)  # F065-R3: strict <
     advanced = ~tracked | ((ts > prior_max) & (_sat_sub(ts, d) > wm_before))  # F065-R19
-    st.key_advances += int(advanced.sum())
+    run.key_advances += int(advanced.sum())
     gk = cs[last]
     gmax = cm[last]
     final = np.where(base[last], np.maximum(base_max[last], gmax), gmax)
     table.max_et[gk] = final
     table.wm[gk] = _sat_sub(final, d)
-    table.last[gk] = st.clock  # F065-R10/R11: activity at the current clock
-    table.order[gk] = st.activity + order[last] + 1  # F065-R13: arrival counter of the latest event
+    table.last[gk] = run.st.clock  # F065-R10/R11: activity at the current clock
+    table.order[gk] = run.st.activity + order[last] + 1  # F065-R13: arrival counter of the latest event
     table.idle[gk] = False  # F065-R11
-    st.activity += m
+    run.st.activity += m
     inv = np.empty(m, np.int64)
     inv[order] = np.arange(m)
     verdict = np.where(late, "late", "on_time").astype(object)[inv]
@@ -554,15 +667,19 @@ def _segment_vectorised(
 
 
 def _segment_sequential(
-    st: StreamState, cfg: StreamConfig, keys: np.ndarray, t: np.ndarray
+    run: _Bucket, keys: np.ndarray, hashes: np.ndarray, t: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The exact event-by-event path, used when max_keys eviction may happen (F065-R12..R15)."""
-    table = st.keys
+    """The exact event-by-event path, used when max_keys eviction may happen (F065-R12..R15).
+
+    Only a stream with ``max_keys`` gets here, and all of such a stream lives in bucket 0,
+    which read every sub-bucket: the whole key set (at most ``max_keys`` keys) is in ``run``."""
+    cfg = run.cfg
+    table = run.keys
     d = cfg.bounded_delay
     state: dict[Any, list[Any]] = {
-        k: [int(a), int(w), int(la), int(o), bool(i)]
-        for k, a, w, la, o, i in zip(
-            table.keys.tolist(), table.max_et, table.wm, table.last, table.order, table.idle
+        k: [int(a), int(w), int(la), int(o), bool(i), int(h)]
+        for k, a, w, la, o, i, h in zip(
+            table.keys.tolist(), table.max_et, table.wm, table.last, table.order, table.idle, table.hash
         )
     }
     m = len(t)
@@ -570,7 +687,8 @@ def _segment_sequential(
     kwm_null = np.zeros(m, bool)
     verdict = np.empty(m, dtype=object)
     lowest = cfg.eviction_policy == "LowestWatermark"
-    for i, (k, e) in enumerate(zip(keys.tolist(), t.tolist())):
+    clock = run.st.clock
+    for i, (k, e, h) in enumerate(zip(keys.tolist(), t.tolist(), hashes.tolist())):
         s = state.get(k)
         if s is None:
             kwm_null[i] = True
@@ -583,58 +701,70 @@ def _segment_sequential(
                 else:  # F065-R13
                     victim = min(state, key=lambda kk: (state[kk][2], state[kk][3]))
                 del state[victim]
-                st.evicted += 1
-            st.key_advances += 1
-            st.activity += 1
-            state[k] = [e, _sat_sub1(e, d), st.clock, st.activity, False]
+                run.evicted += 1
+            run.key_advances += 1
+            run.st.activity += 1
+            state[k] = [e, _sat_sub1(e, d), clock, run.st.activity, False, h]
             verdict[i] = "on_time"
             continue
         kwm[i] = s[1]
         verdict[i] = "late" if e < s[1] else "on_time"
-        st.activity += 1
-        s[2], s[3], s[4] = st.clock, st.activity, False
+        run.st.activity += 1
+        s[2], s[3], s[4] = clock, run.st.activity, False
         if e > s[0]:
             s[0] = e
             w = _sat_sub1(e, d)
             if w > s[1]:
                 s[1] = w
-                st.key_advances += 1
+                run.key_advances += 1
     names = list(state)
     vals = list(state.values())
-    st.keys = _Keys(
+    run.keys = _Keys(
         np.asarray(names, dtype=object) if names else np.empty(0, object),
         max_et=np.array([x[0] for x in vals], np.int64),
         wm=np.array([x[1] for x in vals], np.int64),
         last=np.array([x[2] for x in vals], np.int64),
         order=np.array([x[3] for x in vals], np.int64),
         idle=np.array([x[4] for x in vals], bool),
+        hash=np.array([x[5] for x in vals], np.int64),
     )
     return kwm, kwm_null, verdict
 
 
 def _windows(
-    st: StreamState, cfg: StreamConfig, keys: np.ndarray, t: np.ndarray, v: np.ndarray,
+    run: _Bucket, keys: np.ndarray, hashes: np.ndarray, t: np.ndarray, v: np.ndarray,
     on_time: np.ndarray, b: int, out: _Out,
 ) -> None:  # fmt: skip
     """F065-R21: add the on-time events, then fire the segment keys' complete windows."""
-    size = int(cfg.window_size or 1)
-    w = st.windows
+    size = int(run.cfg.window_size or 1)
+    w = run.windows
     if on_time.any():
         tt = t[on_time]
         offset = np.mod(tt, size)
         # F065-R21: the first window of time is clamped to I64_MIN instead of wrapping.
         start = np.where(tt < I64_MIN + offset, I64_MIN, tt - offset)
         add = pd.DataFrame(
-            {"key": keys[on_time], "start": start, "count": np.ones(len(tt), np.int64),
-             "sum": v[on_time]}  # fmt: skip
+            {
+                "key": keys[on_time],
+                "hash": hashes[on_time],
+                "start": start,
+                "count": np.ones(len(tt), np.int64),
+                "sum": v[on_time],
+            }  # fmt: skip
         )
-        w = pd.concat([w, add], ignore_index=True).groupby(["key", "start"], sort=False, as_index=False).sum()
+        w = (
+            pd.concat([w, add], ignore_index=True)
+            .groupby(["key", "hash", "start"], sort=False, as_index=False)[["count", "sum"]]
+            .sum()
+        )
     if len(w):
         seg_keys = pd.unique(keys)
-        kpos = st.keys.index().get_indexer(pd.Index(seg_keys)) if len(st.keys) else np.full(len(seg_keys), -1)
+        kpos = (
+            run.keys.index().get_indexer(pd.Index(seg_keys)) if len(run.keys) else np.full(len(seg_keys), -1)
+        )
         present = kpos >= 0
         seg_index = pd.Index(seg_keys[present])
-        wm = st.keys.wm[kpos[present]]
+        wm = run.keys.wm[kpos[present]]
         j = seg_index.get_indexer(w["key"].to_numpy(object))
         start = w["start"].to_numpy(np.int64)
         rest = np.mod(start, size)  # non-zero only for a clamped first window
@@ -646,15 +776,16 @@ def _windows(
             out.add(
                 "windows", int(fire.sum()), batch=b, key=f["key"].to_numpy(object),
                 window_start=start[fire], window_end=end[fire],
-                count=f["count"].to_numpy(np.int64), sum=f["sum"].to_numpy(np.int64),
+                count=f["count"].to_numpy(np.int64), sum=f["sum"].to_numpy(np.int64), kw_route=run.bucket,
             )  # fmt: skip
             w = w[~fire].reset_index(drop=True)
-    st.windows = w
+    run.windows = w[["key", *_WINDOW_NUMBERS]]
 
 
 def _key_changes(
-    start_keys: np.ndarray, start_wm: np.ndarray, start_idle: np.ndarray, t: _Keys, b: int, out: _Out
-) -> None:
+    start_keys: np.ndarray, start_wm: np.ndarray, start_idle: np.ndarray, t: _Keys, b: int, out: _Out,
+    bucket: int,
+) -> None:  # fmt: skip
     """F065-R22: keys whose (watermark, state) differ between batch start and end."""
     end_index = t.index()
     j = end_index.get_indexer(pd.Index(start_keys)) if len(t) else np.full(len(start_keys), -1)
@@ -671,42 +802,204 @@ def _key_changes(
     if n_end:
         out.add(
             "keys", n_end, batch=b, key=t.keys[changed_end], watermark=t.wm[changed_end],
-            state=np.where(t.idle[changed_end], "idle", "active").astype(object),
+            state=np.where(t.idle[changed_end], "idle", "active").astype(object), kw_route=bucket,
         )  # fmt: skip
     n_gone = int(gone.sum())
     if n_gone:
-        out.add("keys", n_gone, batch=b, key=start_keys[gone], watermark=None, state="removed")
+        out.add(
+            "keys", n_gone, batch=b, key=start_keys[gone], watermark=None, state="removed", kw_route=bucket
+        )
 
 
-# ---- the Spark operator -----------------------------------------------------
+# ---- the two stages -----------------------------------------------------------
 
 
-class KeyedWatermarkProcessor(StreamGroupProcessor[StreamConfig]):
-    """The stateful processor: one call per stream (group) and micro-batch."""
-
-    state_name = "keyed_watermarks"
-    state_schema = STATE_SCHEMA
-    state_class = StreamState
-
-    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        return with_defaults(pdf, _DEFAULTS)
-
-    def process(self, st: StreamState, pdf: pd.DataFrame, cfg: StreamConfig, stream_id: str) -> pd.DataFrame:
-        return process_rows(st, pdf, cfg, stream_id, self.has_batch)
-
-
-class _UnorderedProcessor(KeyedWatermarkProcessor):
-    """Without a seq column: rows of a micro-batch in event-time order, ties by key."""
-
-    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = super().prepare(pdf).sort_values(["kw_et", "kw_key"], kind="stable").reset_index(drop=True)
-        pdf["kw_seq"] = np.arange(len(pdf), dtype=np.int64)
+def _collapse_ticks(pdf: pd.DataFrame) -> pd.DataFrame:
+    """The ticks of a micro-batch (one per input partition) as one: the latest time wins."""
+    tick = pdf["kw_kind"].to_numpy(object) == "tick"
+    if tick.sum() <= 1:
         return pdf
+    ticks = pdf[tick]
+    latest = ticks.iloc[[int(np.argmax(ticks["kw_time"].to_numpy(np.int64)))]]
+    return pd.concat([latest, pdf[~tick]], ignore_index=True)
+
+
+class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
+    """The wide stage: one call per (stream, bucket) and micro-batch."""
+
+    def __init__(
+        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int,
+        sub_buckets: int,
+    ) -> None:  # fmt: skip
+        self.default = default
+        self.per_stream = dict(per_stream)
+        self.ordered = ordered
+        self.buckets = buckets
+        self.sub_buckets = sub_buckets
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.bucket_state = handle.getValueState("bucket", BUCKET_SCHEMA)
+        self.blocks = handle.getMapState("blocks", "sub int", BLOCK_SCHEMA)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        stream_id, bucket = str(key[0]), int(key[1])
+        frames = list(rows)
+        pdf = with_defaults(
+            frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True), _DEFAULTS
+        )
+        pdf = _collapse_ticks(pdf)
+        if not self.ordered:
+            # No arrival order given: the tick first, then event-time order, ties by key.
+            pdf = pdf.assign(kw_first=pdf["kw_kind"].to_numpy(object) != "tick")
+            pdf = pdf.sort_values(["kw_first", "kw_et", "kw_key"], kind="stable").reset_index(drop=True)
+            pdf["kw_seq"] = np.arange(len(pdf), dtype=np.int64)
+        cfg = self.per_stream.get(stream_id, self.default)
+        stored = self.bucket_state.get()
+        st = (
+            BucketState.from_tuple(stored, self.buckets, self.sub_buckets) if stored is not None
+            else BucketState(self.buckets, self.sub_buckets)
+        )  # fmt: skip
+        out = _Out(stream_id)
+        for b, part in batches_in(pdf, "kw_batch", True, 0):
+            self._batch(st, cfg, bucket, part, b, out)
+        self.bucket_state.update(st.to_tuple())
+        yield out.masked_frame(NULL_MASK)
+
+    def close(self) -> None:
+        pass
+
+    def _batch(
+        self, st: BucketState, cfg: StreamConfig, bucket: int, rows: pd.DataFrame, b: int, out: _Out
+    ) -> None:
+        kind = rows["kw_kind"].to_numpy(object)
+        keyed = pd.notna(rows["kw_key"].to_numpy(object)) & (
+            ((kind == "event") & ~rows["kw_et_null"].to_numpy(bool))
+            | (((kind == "idle") | (kind == "remove_key")) & (rows["kw_home"].to_numpy(np.int64) == bucket))
+        )
+        subs = st.subs
+        known = subs[:, 0]
+        want = np.unique(sub_bucket_of(rows["kw_hash"].to_numpy(np.int64)[keyed], st.sub_buckets))
+        if cfg.max_keys is not None:
+            want = np.union1d(want, known)  # eviction reads the whole stream (F065-R12)
+        timed = ((kind == "clock") | (kind == "tick")) & ~rows["kw_time_null"].to_numpy(bool)
+        if timed.any() and len(subs):
+            cutoff = int(rows["kw_time"].to_numpy(np.int64)[timed].max()) - cfg.idle_timeout
+            if cutoff > I64_MIN:  # keys whose activity may be older than the timeout (F065-R10)
+                may_idle = (subs[:, 1] > subs[:, 2]) & (subs[:, 5] < cutoff)
+                want = np.union1d(want, known[may_idle])
+        read = np.isin(known, want)
+        state_calls = 1  # the bucket state read
+        blocks = []
+        for sub in known[read].tolist():
+            block = self.blocks.getValue((int(sub),))
+            if block is None:  # the summary lists only sub-buckets that hold a value
+                raise RuntimeError(f"keyed_watermarks: sub-bucket {sub} of bucket {bucket} is missing")
+            blocks.append(block)
+            state_calls += 1
+        keys, windows = unpack_blocks(blocks)
+        others = subs[~read]
+        active = others[:, 1] > others[:, 2]
+        rest = Aggregate(
+            int(others[:, 1].sum()), int(others[:, 2].sum()),
+            int(others[active, 3].min()) if active.any() else I64_MAX,
+            int(others[:, 4].max()) if len(others) else I64_MIN,
+        )  # fmt: skip
+        run = _Bucket(st, cfg, bucket, self.ordered, keys, windows, rest)
+        run.emitted = run.aggregate()
+        process_bucket(run, rows, b, out)
+        # Write back every sub-bucket read or created; drop those left empty.
+        t, w = run.keys, run.windows
+        ksub = sub_bucket_of(t.hash, st.sub_buckets)
+        wsub = sub_bucket_of(w["hash"].to_numpy(np.int64), st.sub_buckets)
+        touched = np.union1d(known[read], np.union1d(ksub, wsub))
+        korder = np.argsort(ksub, kind="stable")
+        worder = np.argsort(wsub, kind="stable")
+        kb = (
+            np.searchsorted(ksub[korder], touched, side="left"),
+            np.searchsorted(ksub[korder], touched, side="right"),
+        )
+        wb = (
+            np.searchsorted(wsub[worder], touched, side="left"),
+            np.searchsorted(wsub[worder], touched, side="right"),
+        )
+        rows_out = []
+        for i, sub in enumerate(touched.tolist()):
+            krows = korder[kb[0][i] : kb[1][i]]
+            wrows = worder[wb[0][i] : wb[1][i]]
+            if len(krows) == 0 and len(wrows) == 0:
+                if sub in known:
+                    self.blocks.removeKey((int(sub),))
+                    state_calls += 1
+                continue
+            self.blocks.updateValue((int(sub),), pack_block(t, krows, w, wrows))
+            state_calls += 1
+            idle = t.idle[krows]
+            act = ~idle
+            rows_out.append((
+                sub, len(krows), int(idle.sum()),
+                int(t.wm[krows][act].min()) if act.any() else I64_MAX,
+                int(t.wm[krows].max()) if len(krows) else I64_MIN,
+                int(t.last[krows][act].min()) if act.any() else I64_MAX,
+            ))  # fmt: skip
+        new_rows = np.array(rows_out, np.int64).reshape(-1, len(_SUMMARY_FIELDS))
+        st.subs = np.concatenate([others, new_rows])
+        run.summary(out, b, (LAST_CALL, 1), final=True, state_calls=state_calls + 1)  # + the state write
+
+
+class StreamSummaryProcessor(SecondStage):
+    """The narrow stage (route -1): each bucket's summary and the stream's counters."""
+
+    columns = (*OUTPUT_COLUMNS, NULL_MASK)
+
+    def __init__(self, buckets: int) -> None:
+        self.buckets = buckets
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("stream", STREAM_SCHEMA)
+
+    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+        stored = self.state.get()
+        st = StreamState.from_tuple(stored, self.buckets) if stored is not None else StreamState(self.buckets)
+        out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+        for b, part in batches_in(rows, "batch", True, 0):
+            summarise_batch(st, part, b, out)
+        self.state.update(st.to_tuple())
+        return out.masked_frame(NULL_MASK)
+
+
+def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows) -> None:
+    """F065-R5..R8, R19, R22: the global watermark after every call, the progress row."""
+    rows = rows.sort_values(["s_call_seq", "s_call_part"], kind="stable")
+    call = rows[["s_call_seq", "s_call_part"]].to_numpy(np.int64)
+    bucket = rows["s_bucket"].to_numpy(np.int64)
+    figures = rows[["s_keys", "s_idle", "s_min_active", "s_max"]].to_numpy(np.int64)
+    ends = np.flatnonzero(np.any(call[1:] != call[:-1], axis=1)).tolist() + [len(rows) - 1]
+    start = 0
+    for end in ends:
+        before = st.global_watermark()
+        st.summaries[bucket[start : end + 1]] = figures[start : end + 1]  # later rows win
+        after = st.global_watermark()
+        if after is not None and (before is None or after > before):  # F065-R8
+            st.global_advances += 1
+        start = end + 1
+    st.key_advances += int(rows["s_key_advances"].sum())
+    st.evicted += int(rows["s_evicted"].sum())
+    s = st.summaries
+    total, idle = int(s[:, 0].sum()), int(s[:, 1].sum())
+    final = call[:, 0] == LAST_CALL
+    final &= call[:, 1] == 1
+    g = st.global_watermark()
+    out.add(
+        "progress", 1, batch=b, global_watermark=(np.array([g or 0]), np.array([g is None])),
+        total_keys=total, active_keys=total - idle, idle_keys=idle, evicted_keys=st.evicted,
+        global_advances=st.global_advances, key_advances=st.key_advances,
+        python_calls=int(final.sum()) + 1, state_calls=int(rows["s_state_calls"].sum()) + 2,
+    )  # fmt: skip
 
 
 _DEFAULTS: dict[str, Any] = {
-    "kw_batch": np.int64(0), "kw_seq": np.int64(0), "kw_kind": "event", "kw_value": np.int64(0),
-    "kw_time": np.int64(0), "kw_time_null": True,
+    "kw_seq": np.int64(0), "kw_kind": "event", "kw_value": np.int64(0), "kw_time": np.int64(0),
+    "kw_time_null": True,
 }  # fmt: skip
 
 
@@ -739,9 +1032,14 @@ def keyed_watermarks(
     time_col: str | None = None,
     batch_col: str | None = None,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    processing_time_col: str | None = None,
+    buckets: int | None = None,
+    sub_buckets: int = DEFAULT_SUB_BUCKETS,
 ) -> KeyedWatermarkStreams:
     """Applies F065 keyed watermarks to a streaming DataFrame (see the module docstring).
 
+    ``buckets``: groups per stream in the wide stage (default: 4 per shuffle partition of the
+    session); ``sub_buckets``: state values per bucket. Both are fixed in the checkpoint.
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
@@ -757,15 +1055,21 @@ def keyed_watermarks(
         },
         stream_configs,
     )
+    buckets = default_buckets(df.sparkSession) if buckets is None else _require_int("buckets", buckets, 1)
+    sub_buckets = _require_int("sub_buckets", sub_buckets, 1)
+    if sub_buckets > 2**31 - 1:
+        raise InvalidConfig(f"sub_buckets must fit in a 32-bit integer, got {sub_buckets}")
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_columns(
-        fields,
-        {"key_col": key_col, "event_time_col": event_time_col, "stream_id_col": stream_id_col,
-         "seq_col": seq_col, "kind_col": kind_col, "value_col": value_col, "time_col": time_col,
-         "batch_col": batch_col},
-        ("seq_col", "time_col", "batch_col", "value_col"),
-        kind_col, seq_col,
-    )  # fmt: skip
+    named = {
+        "key_col": key_col, "event_time_col": event_time_col, "stream_id_col": stream_id_col,
+        "seq_col": seq_col, "kind_col": kind_col, "value_col": value_col, "time_col": time_col,
+        "batch_col": batch_col,
+    }  # fmt: skip
+    if processing_time_col is not None and processing_time_col != CURRENT_TIMESTAMP:
+        named["processing_time_col"] = processing_time_col
+    check_columns(fields, named, ("seq_col", "time_col", "batch_col", "value_col"), kind_col, seq_col)
+    if processing_time_col is not None and kind_col is not None:
+        raise InvalidConfig("processing_time_col replaces clock rows: give it or kind_col, not both")
     et = event_time_millis(fields, event_time_col)
 
     # Only the columns the input has cross into the Python worker (it converts row by row);
@@ -775,9 +1079,8 @@ def keyed_watermarks(
         F.col(key_col).cast("string").alias("kw_key"),
         long_or_zero(et).alias("kw_et"),
         et.isNull().alias("kw_et_null"),
+        (long_or_zero(batch_col) if batch_col else F.unix_millis(F.current_timestamp())).alias("kw_batch"),
     ]
-    if batch_col:
-        cols.append(long_or_zero(batch_col).alias("kw_batch"))
     if seq_col:
         cols.append(long_or_zero(seq_col).alias("kw_seq"))
     if kind_col:
@@ -787,34 +1090,132 @@ def keyed_watermarks(
     if time_col:
         cols.append(long_or_zero(time_col).alias("kw_time"))
         cols.append(F.col(time_col).isNull().alias("kw_time_null"))
-    # No arrival order given: event-time order, ties by key (documented).
-    processor_class = KeyedWatermarkProcessor if seq_col else _UnorderedProcessor
-    processor = processor_class(default, per_stream, batch_col is not None)
-    output = one_group_per_stream(df, cols, "kw_sid", processor, OUTPUT_SCHEMA)
+    rows = df.select(*cols)
+    if processing_time_col is not None:
+        rows = with_ticks(rows, processing_time(fields, processing_time_col))
+    kind = F.col("kw_kind") if kind_col or processing_time_col else F.lit("event")
+    key_hash = F.xxhash64(F.col("kw_key"))
+    whole = _streams_with_max_keys(default, per_stream)
+    rows = rows.withColumn("kw_hash", key_hash).withColumn(
+        "kw_home", F.when(whole, F.lit(0)).otherwise(F.pmod(key_hash, F.lit(buckets))).cast("long")
+    )
+    is_event = (kind == "event") & F.col("kw_key").isNotNull() & ~F.col("kw_et_null")
+    rows = to_buckets(rows, buckets, key_hash, is_event, kind == "batch_end", whole, "kw_bucket")
+    first = KeyBucketProcessor(default, per_stream, seq_col is not None, buckets, sub_buckets)
+    both = two_stages(
+        rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA, StreamSummaryProcessor(buckets), PASS_SCHEMA
+    )
+    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
     tables = table_projections(output, TABLE_COLUMNS)
     return KeyedWatermarkStreams(
         output=output, late=tables["events"].filter(F.col("verdict") == "late"), **tables
     )
 
 
+def _streams_with_max_keys(default: StreamConfig, per_stream: Mapping[str, StreamConfig]) -> Any:
+    """The streams that keep every key in bucket 0 (exact eviction, F065-R12)."""
+    from pyspark.sql import functions as F
+
+    sid = F.col("kw_sid")
+    if default.max_keys is None:
+        bounded = sorted(s for s, c in per_stream.items() if c.max_keys is not None)
+        return sid.isin(bounded) if bounded else F.lit(False)
+    unbounded = sorted(s for s, c in per_stream.items() if c.max_keys is None)
+    return ~sid.isin(unbounded) if unbounded else F.lit(True)
+
+
+def processing_time(fields: Mapping[str, Any], name: str) -> Any:
+    """The processing time as epoch milliseconds: a column, or the micro-batch's start."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
+
+    if name == CURRENT_TIMESTAMP:
+        return F.unix_millis(F.current_timestamp())
+    if isinstance(fields[name], (TimestampType, TimestampNTZType)):
+        return F.unix_millis(F.col(name))
+    if isinstance(fields[name], IntegralType):
+        return F.col(name).cast("long")
+    raise InvalidConfig(f"processing_time_col {name!r} must be a timestamp or integer milliseconds")
+
+
+def with_ticks(rows: Any, time: Any) -> Any:
+    """Adds, per input partition and stream, one ``tick`` row carrying the latest processing
+    time of its rows, placed before every row (seq i64 min): each micro-batch of a stream
+    then starts with a clock move that reaches every bucket (``to_buckets`` copies it)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        rows.withColumn("kw_kind", F.lit("event")).withColumn("kw_time", time)
+        .withColumn("kw_time_null", time.isNull())
+    )  # fmt: skip
+    from pyspark.sql.types import StructField, StructType
+
+    # Nullable everywhere: a tick row has no key, even where the input's key column has no nulls.
+    schema = StructType([StructField(f.name, f.dataType, True) for f in rows.schema.fields])
+
+    def add_ticks(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        latest: dict[str, tuple[int, int]] = {}
+        last_schema = None
+        for batch in batches:
+            last_schema = batch.schema
+            if batch.num_rows:
+                per_stream = (
+                    pa.table(batch).group_by("kw_sid").aggregate([("kw_time", "max"), ("kw_batch", "max")])
+                )
+                for sid, t, bt in zip(
+                    *(per_stream.column(c).to_pylist() for c in ("kw_sid", "kw_time_max", "kw_batch_max"))
+                ):
+                    if t is not None and (sid not in latest or t > latest[sid][0]):
+                        latest[sid] = (t, bt)
+            yield batch
+        if latest and last_schema is not None:
+            n = len(latest)
+            cols = {f.name: pa.nulls(n, type=f.type) for f in last_schema}
+            given = {
+                "kw_sid": pa.array(list(latest), pa.string()),
+                "kw_kind": pa.array(["tick"] * n, pa.string()),
+                "kw_time": pa.array([t for t, _ in latest.values()], pa.int64()),
+                "kw_time_null": pa.array([False] * n),
+                "kw_batch": pa.array([bt for _, bt in latest.values()], pa.int64()),
+                "kw_et": pa.array([0] * n, pa.int64()),
+                "kw_et_null": pa.array([False] * n),
+                "kw_seq": pa.array([I64_MIN] * n, pa.int64()),
+                "kw_value": pa.array([0] * n, pa.int64()),
+            }
+            cols.update({c: v for c, v in given.items() if c in cols})
+            yield pa.RecordBatch.from_arrays(list(cols.values()), schema=last_schema)
+
+    return rows.mapInArrow(add_ticks, schema)
+
+
 __all__ = [
-    "KeyedWatermarkProcessor",
+    "BucketState",
+    "KeyBucketProcessor",
     "KeyedWatermarkStreams",
     "LAYOUT_VERSION",
     "OUTPUT_COLUMNS",
     "OUTPUT_SCHEMA",
     "StreamConfig",
     "StreamState",
+    "StreamSummaryProcessor",
     "keyed_watermarks",
-    "process_rows",
     "validate_config",
 ]
 
 
 def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace."""
+    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace.
+
+    Few buckets and sub-buckets: a trace has a handful of keys, and every group costs a
+    Python call per micro-batch; three buckets of two sub-buckets still split each trace."""
     return keyed_watermarks(
         df, key_col="key", event_time_col="event_time", stream_id_col="trace_id", seq_col="seq",
         kind_col="kind", value_col="value", time_col="time", batch_col="batch",
-        stream_configs=stream_configs,
+        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, sub_buckets=ENGINE_SUB_BUCKETS,
     ).output  # fmt: skip
+
+
+ENGINE_BUCKETS = 3
+ENGINE_SUB_BUCKETS = 2

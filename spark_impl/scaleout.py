@@ -1,0 +1,150 @@
+"""The shared shape of an operator that grows with the cluster: a wide stage and a narrow stage.
+
+``docs/architecture.md`` explains the pattern and its cost model; this module
+holds the pieces every operator built on it uses:
+
+- ``default_buckets``: the bucket count when the user gives none, derived from
+  the session's ``spark.sql.shuffle.partitions`` (``BUCKETS_PER_PARTITION`` per
+  partition, so the hash spreads evenly); the operators never set the
+  partition count themselves.
+- ``to_buckets``: the stateless projection before the first shuffle. A row of
+  one unit (a key, a partition) goes to its bucket; a row that concerns every
+  unit of its stream (a clock advance) is copied to every bucket by an
+  ``explode``; a stream that must stay whole (a global limit) goes to bucket 0.
+- ``two_stages``: the query shape. A first ``transformWithStateInPandas``
+  grouped by (stream, bucket) does the per-event work and emits table rows
+  plus small summary rows; a second one grouped by (stream, route) keeps the
+  per-stream figures in the group of route -1, which reads the summaries only,
+  while every other group passes its rows through without touching state.
+  Both stages are ``timeMode="None"``: each operator keeps its own watermarks.
+- ``SecondStage``: the processor of the second stage (pass-through, or the
+  narrow work a subclass defines in ``summarise``).
+- ``restore_nulls``: the projection after the second stage that turns the
+  null mask of the long columns back into nulls.
+
+Why the table rows cross the second stage instead of joining it in a union:
+a stateful operator whose output feeds two branches of one query runs once per
+branch, each with its own state, so the first stage would do all its work
+twice. Two stateful operators in one query only feed forward within a
+micro-batch: the first stage cannot read what the second decides in the same
+batch, so what it needs from the whole stream must come from its own input
+(copied rows) or from its own state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spark_impl.common import StatefulProcessor, StatefulProcessorHandle
+
+BUCKETS_PER_PARTITION = 4
+NULL_MASK = "kw_nulls"
+ROUTE = "kw_route"
+SUMMARY_ROUTE = -1
+
+
+def default_buckets(spark: Any) -> int:
+    """``BUCKETS_PER_PARTITION`` buckets per shuffle partition of the session."""
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    return max(1, partitions) * BUCKETS_PER_PARTITION
+
+
+def to_buckets(
+    df: Any, buckets: int, unit_hash: Any, per_unit: Any, to_first: Any, whole_streams: Any, alias: str
+) -> Any:
+    """``df`` with the int column ``alias``: rows where ``per_unit`` holds go to
+    ``pmod(unit_hash, buckets)``; rows where ``to_first`` holds, or of a stream where
+    ``whole_streams`` holds, go to bucket 0; every other row is copied to every bucket."""
+    from pyspark.sql import functions as F
+
+    own = F.pmod(unit_hash, F.lit(buckets)).cast("int")
+    targets = (
+        F.when(whole_streams, F.array(F.lit(0)))
+        .when(per_unit, F.array(own))
+        .when(to_first, F.array(F.lit(0)))
+        .otherwise(F.sequence(F.lit(0), F.lit(buckets - 1)))
+    )
+    return df.withColumn(alias, F.explode(targets))
+
+
+def two_stages(
+    df: Any, stream_col: str, bucket_col: str, first: Any, first_schema: str, second: Any,
+    second_schema: str,
+) -> Any:  # fmt: skip
+    """first: grouped by (stream, bucket); second: grouped by (stream_id, route) on its output."""
+    wide = df.groupBy(stream_col, bucket_col).transformWithStateInPandas(
+        statefulProcessor=first, outputStructType=first_schema, outputMode="Append", timeMode="None"
+    )
+    return wide.groupBy("stream_id", ROUTE).transformWithStateInPandas(
+        statefulProcessor=second, outputStructType=second_schema, outputMode="Append", timeMode="None"
+    )
+
+
+def restore_nulls(df: Any, columns: Sequence[str], long_cols: Sequence[str]) -> Any:
+    """Selects ``columns``; a long column whose bit is set in the null mask becomes null."""
+    from pyspark.sql import functions as F
+
+    mask = F.col(NULL_MASK)
+    cols = []
+    for c in columns:
+        if c in long_cols:
+            bit = F.lit(1 << long_cols.index(c)).cast("long")
+            cols.append(
+                F.when(mask.bitwiseAND(bit) != 0, F.lit(None).cast("long")).otherwise(F.col(c)).alias(c)
+            )
+        else:
+            cols.append(F.col(c))
+    return df.select(*cols)
+
+
+class SecondStage(StatefulProcessor):  # type: ignore[misc]
+    """Route -1 of a stream: ``summarise`` (the narrow stage, with state); any other route:
+    the first stage's table rows, passed through with the second stage's columns."""
+
+    columns: Sequence[str]
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.open_state(handle)
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        pass
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        stream_id, route = key
+        if int(route) != SUMMARY_ROUTE:
+            for frame in rows:
+                yield frame[list(self.columns)]
+            return
+        frames = list(rows)
+        yield self.summarise(
+            str(stream_id), frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        )
+
+    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def int_column(rows: pd.DataFrame, name: str) -> np.ndarray:
+    return rows[name].to_numpy(np.int64)
+
+
+__all__ = [
+    "BUCKETS_PER_PARTITION",
+    "NULL_MASK",
+    "ROUTE",
+    "SUMMARY_ROUTE",
+    "SecondStage",
+    "default_buckets",
+    "int_column",
+    "restore_nulls",
+    "to_buckets",
+    "two_stages",
+]
