@@ -493,21 +493,21 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
 
 @pytest.mark.clauses("F065-R24")
 def test_spark_state_layout_is_versioned() -> None:
-    """A checkpoint of another layout version, or of other bucket counts, is refused with
+    """A checkpoint of another layout version, or of another bucket count, is refused with
     both values named, never misread."""
     from spark_impl.keyed_watermarks import LAYOUT_VERSION, BucketState, StreamState
 
-    bucket = BucketState(8, 64, clock=5, activity=3).to_tuple()
-    assert BucketState.from_tuple(bucket, 8, 64).to_tuple() == bucket
+    bucket = BucketState(8, level=3, split=2, clock=5, activity=3).to_tuple()
+    assert BucketState.from_tuple(bucket, 8).to_tuple() == bucket
     stream = StreamState(8, global_advances=2).to_tuple()
     assert StreamState.from_tuple(stream, 8).to_tuple() == stream
     newer = LAYOUT_VERSION + 1
     with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
-        BucketState.from_tuple((newer, *bucket[1:]), 8, 64)
+        BucketState.from_tuple((newer, *bucket[1:]), 8)
     with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
         StreamState.from_tuple((newer, *stream[1:]), 8)
-    with pytest.raises(RuntimeError, match=r"buckets, sub_buckets \(8, 64\).*\(4, 64\) only"):
-        BucketState.from_tuple(bucket, 4, 64)
+    with pytest.raises(RuntimeError, match="buckets 8.*buckets 4 only"):
+        BucketState.from_tuple(bucket, 4)
     with pytest.raises(RuntimeError, match="buckets 8.*buckets 16 only"):
         StreamState.from_tuple(stream, 16)
 

@@ -30,8 +30,8 @@ DataFrames are projections of it:
 - ``kw.late``: the events with verdict ``late``.
 - ``kw.progress``: one row per stream and micro-batch with the global
   watermark, the gauges and the cumulative counters (F065-R5..R8, R19), and
-  the operator's own cost in that micro-batch: ``python_calls`` (groups the
-  first stage handled) and ``state_calls`` (state store round trips).
+  the operator's own cost in that micro-batch: ``python_calls`` (the Python
+  groups of both stages) and ``state_calls`` (state store round trips).
 - ``kw.keys``: per micro-batch, the keys whose (watermark, state) changed
   (state active | idle | removed) (F065-R22).
 - ``kw.windows``: fired keyed tumbling windows (F065-R21).
@@ -82,16 +82,19 @@ Design
   rows (bucket 0 writes those) come out of this stage, spread over every
   shuffle partition. ``transformWithStateInPandas``, ``timeMode="None"``:
   Spark's own watermark is one value per query and would drop rows by it.
-- STATE of a bucket: a ``MapState`` from sub-bucket (``(xxhash64(key) >> 16)
-  mod sub_buckets``) to one small vectorised block (the keys of that
-  sub-bucket, their columns as raw arrays, and their open windows), and a
-  ``ValueState`` with the clock, the arrival counter and a sparse summary:
-  per non-empty sub-bucket its key count, idle count, lowest active
-  watermark, highest watermark and earliest active ``last_activity``. A
-  micro-batch reads the summary, the sub-buckets its rows touch and those a
-  clock row may idle (summary: earliest activity older than the timeout),
-  and writes back what changed. The cross-key answers of the bucket come
-  from the summary of the sub-buckets it did not read plus the keys it did.
+- STATE of a bucket: a ``MapState`` from block number to one small
+  vectorised block (the keys of that block, their columns as raw arrays,
+  and their open windows), and a ``ValueState`` with the clock, the arrival
+  counter, the block layout and a sparse summary: per block its key count,
+  idle count, lowest active watermark, highest watermark and earliest
+  active ``last_activity``. Keys are placed by linear hashing of their
+  xxhash64: when the bucket holds more than ``block_keys`` keys per block
+  on average, the next block in order splits in two, so a value stays
+  small however many keys the stream has. A micro-batch reads the summary,
+  the blocks its rows touch and those a clock row may idle (summary:
+  earliest activity older than the timeout), and writes back what it read.
+  The cross-key answers of the bucket come from the summary of the blocks
+  it did not read plus the keys it did.
 - NARROW STAGE, a second ``transformWithStateInPandas`` grouped by (stream,
   route): the wide stage emits per call (a segment of events or a control
   row) the bucket's summary when it changed, routed to one group per
@@ -103,14 +106,14 @@ Design
   groups (stream, bucket) that touch no state.
 - EVICTION under ``max_keys`` (F065-R12..R15) is global and sequential: a
   stream with ``max_keys`` sends every row to bucket 0, which reads all its
-  sub-buckets (at most ``max_keys`` keys) and runs the exact path.
+  blocks (at most ``max_keys`` keys) and runs the exact path.
 - ORDER: inside a micro-batch the rows of a stream are taken by the ``seq``
   column, never by their physical order. SATURATING i64 arithmetic is
   explicit; nullable longs never become floats (they cross between the
   stages as a value and a null mask).
 - RESTART (F065-R24): everything is in the state store under the
-  checkpoint; ``buckets`` and ``sub_buckets`` are fixed in it (a different
-  value is refused with a message naming both).
+  checkpoint; ``buckets`` is fixed in it (a different value is refused with
+  a message naming both).
 """
 
 from __future__ import annotations
@@ -143,7 +146,7 @@ from spark_impl.scaleout import NULL_MASK, SecondStage, default_buckets, restore
 LAYOUT_VERSION = 2
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
 CONFIG_KEYS = ("bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size")
-DEFAULT_SUB_BUCKETS = 4096
+DEFAULT_BLOCK_KEYS = 128
 BUCKETS_PER_PARTITION = 4
 CURRENT_TIMESTAMP = "current_timestamp"
 
@@ -162,13 +165,15 @@ OUTPUT_SCHEMA = ", ".join(f"`{c}` {'string' if c in STRING_COLS else 'long'}" fo
 # (the bucket for table rows, -1 for summaries); ``s_*`` are the summary columns.
 SUMMARY_COLS = (
     "s_bucket", "s_call_seq", "s_call_part", "s_keys", "s_idle", "s_min_active", "s_max",
-    "s_key_advances", "s_evicted", "s_state_calls",
+    "s_key_advances", "s_evicted", "s_state_calls", "s_python_calls",
 )  # fmt: skip
 PASS_SCHEMA = ", ".join(
     [f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS] + ["`kw_nulls` long"]
 )
 WIDE_SCHEMA = ", ".join([PASS_SCHEMA, "`kw_route` long"] + [f"`{c}` long" for c in SUMMARY_COLS])
-BUCKET_SCHEMA = "layout_version int, buckets int, sub_buckets int, clock long, activity long, subs binary"
+BUCKET_SCHEMA = (
+    "layout_version int, buckets int, level int, split int, clock long, activity long, blocks binary"
+)
 BLOCK_SCHEMA = (
     "key_lengths binary, key_bytes binary, numbers binary, idle binary, "
     "window_key_lengths binary, window_key_bytes binary, window_numbers binary"
@@ -237,16 +242,19 @@ def _sat_add(a: np.ndarray, s: int | np.ndarray) -> np.ndarray:
         return np.where(a > I64_MAX - step, np.int64(I64_MAX), a + step)
 
 
-def sub_bucket_of(key_hash: np.ndarray, sub_buckets: int) -> np.ndarray:
-    """The sub-bucket of a key from its xxhash64 (bits above the ones the bucket mostly uses)."""
-    return np.mod(np.right_shift(np.asarray(key_hash, np.int64), 16), sub_buckets)
+def block_of(key_hash: np.ndarray, level: int, split: int) -> np.ndarray:
+    """The block of a key by linear hashing: the low ``level`` bits of its xxhash64 above the
+    ones the bucket mostly uses, one bit more for the blocks already split at this level."""
+    bits = np.right_shift(np.asarray(key_hash, np.int64), 16) & np.int64((1 << 47) - 1)
+    block = bits & np.int64((1 << level) - 1)
+    return np.where(block < split, bits & np.int64((1 << (level + 1)) - 1), block)
 
 
 # ---- the loaded keys of a bucket ---------------------------------------------
 
 
 class _Keys:
-    """Keys column-wise: the sub-buckets of one bucket read in this call."""
+    """Keys column-wise: the blocks of one bucket read in this call."""
 
     def __init__(self, keys: np.ndarray | None = None, **cols: np.ndarray) -> None:
         self.keys = keys if keys is not None else np.empty(0, dtype=object)
@@ -352,33 +360,38 @@ _SUMMARY_FIELDS = ("sub", "keys", "idle", "min_active", "max_wm", "min_active_la
 
 @dataclass
 class BucketState:
-    """What one (stream, bucket) keeps in its ValueState: scalars and the sparse summary."""
+    """What one (stream, bucket) keeps in its ValueState: scalars, the block layout (linear
+    hashing: ``2**level + split`` blocks) and the sparse summary of the blocks."""
 
     buckets: int
-    sub_buckets: int
+    level: int = 0
+    split: int = 0
     clock: int = 0
     activity: int = 0
-    # One row per non-empty sub-bucket: _SUMMARY_FIELDS, as an (m, 6) int64 array.
+    # One row per stored block: _SUMMARY_FIELDS, as an (m, 6) int64 array.
     subs: np.ndarray = field(default_factory=lambda: np.zeros((0, len(_SUMMARY_FIELDS)), np.int64))
+
+    def blocks(self) -> int:
+        return (1 << self.level) + self.split
 
     def to_tuple(self) -> tuple[Any, ...]:
         return (
-            LAYOUT_VERSION, self.buckets, self.sub_buckets, self.clock, self.activity,
+            LAYOUT_VERSION, self.buckets, self.level, self.split, self.clock, self.activity,
             np.ascontiguousarray(self.subs, np.int64).tobytes(),
         )  # fmt: skip
 
     @classmethod
-    def from_tuple(cls, value: tuple[Any, ...], buckets: int, sub_buckets: int) -> BucketState:
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
         if value[0] != LAYOUT_VERSION:
             raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if (value[1], value[2]) != (buckets, sub_buckets):
-            raise _refuse("buckets, sub_buckets", (value[1], value[2]), (buckets, sub_buckets))
-        subs = np.frombuffer(bytes(value[5]), np.int64).reshape(-1, len(_SUMMARY_FIELDS)).copy()
-        return cls(buckets, sub_buckets, int(value[3]), int(value[4]), subs)
+        if value[1] != buckets:
+            raise _refuse("buckets", value[1], buckets)
+        subs = np.frombuffer(bytes(value[6]), np.int64).reshape(-1, len(_SUMMARY_FIELDS)).copy()
+        return cls(buckets, int(value[2]), int(value[3]), int(value[4]), int(value[5]), subs)
 
 
 def pack_block(t: _Keys, rows: np.ndarray, w: pd.DataFrame, wrows: np.ndarray) -> tuple[Any, ...]:
-    """One sub-bucket's value: its keys (rows of ``t``) and open windows (rows of ``w``)."""
+    """One block: its keys (rows of ``t``) and open windows (rows of ``w``)."""
     lengths, data = _pack_text(t.keys[rows])
     numbers = np.column_stack([getattr(t, n)[rows] for n in _Keys.NUMBERS]).astype(np.int64)
     wl, wd = _pack_text(w["key"].to_numpy(object)[wrows])
@@ -386,8 +399,15 @@ def pack_block(t: _Keys, rows: np.ndarray, w: pd.DataFrame, wrows: np.ndarray) -
     return (lengths, data, numbers.tobytes(), t.idle[rows].astype(bool).tobytes(), wl, wd, wn.tobytes())
 
 
+def concat_keys(a: _Keys, b: _Keys) -> _Keys:
+    return _Keys(
+        np.concatenate([a.keys, b.keys]), idle=np.concatenate([a.idle, b.idle]),
+        **{n: np.concatenate([getattr(a, n), getattr(b, n)]) for n in _Keys.NUMBERS},
+    )  # fmt: skip
+
+
 def unpack_blocks(blocks: list[tuple[Any, ...]]) -> tuple[_Keys, pd.DataFrame]:
-    """The keys and open windows of several sub-bucket values, concatenated."""
+    """The keys and open windows of several blocks, concatenated."""
     if not blocks:
         return _Keys(), _no_windows()
     keys = _unpack_text(b"".join(bytes(b[0]) for b in blocks), b"".join(bytes(b[1]) for b in blocks))
@@ -469,7 +489,7 @@ class _Bucket:
     ordered: bool
     keys: _Keys = field(default_factory=_Keys)
     windows: pd.DataFrame = field(default_factory=_no_windows)
-    rest: Aggregate = field(default_factory=Aggregate)  # the sub-buckets not read
+    rest: Aggregate = field(default_factory=Aggregate)  # the blocks not read
     emitted: Aggregate = field(default_factory=Aggregate)
     key_advances: int = 0
     evicted: int = 0
@@ -478,8 +498,9 @@ class _Bucket:
         return self.rest + Aggregate.of(self.keys)
 
     def summary(
-        self, out: _Out, b: int, call: tuple[int, int], final: bool = False, state_calls: int = 0
-    ) -> None:
+        self, out: _Out, b: int, call: tuple[int, int], final: bool = False, state_calls: int = 0,
+        python_calls: int = 0,
+    ) -> None:  # fmt: skip
         """A summary row after a call when the bucket's figures changed (always for the final row)."""
         agg = self.aggregate()
         if agg == self.emitted and not final:
@@ -489,7 +510,7 @@ class _Bucket:
             "summary", 1, batch=b, kw_route=-1, s_bucket=self.bucket, s_call_seq=call[0],
             s_call_part=call[1], s_keys=agg.keys, s_idle=agg.idle, s_min_active=agg.min_active,
             s_max=agg.max_wm, s_key_advances=self.key_advances if final else 0,
-            s_evicted=self.evicted if final else 0, s_state_calls=state_calls,
+            s_evicted=self.evicted if final else 0, s_state_calls=state_calls, s_python_calls=python_calls,
         )  # fmt: skip
 
 
@@ -672,7 +693,7 @@ def _segment_sequential(
     """The exact event-by-event path, used when max_keys eviction may happen (F065-R12..R15).
 
     Only a stream with ``max_keys`` gets here, and all of such a stream lives in bucket 0,
-    which read every sub-bucket: the whole key set (at most ``max_keys`` keys) is in ``run``."""
+    which read every block: the whole key set (at most ``max_keys`` keys) is in ``run``."""
     cfg = run.cfg
     table = run.keys
     d = cfg.bounded_delay
@@ -829,13 +850,13 @@ class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
 
     def __init__(
         self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int,
-        sub_buckets: int,
+        block_keys: int,
     ) -> None:  # fmt: skip
         self.default = default
         self.per_stream = dict(per_stream)
         self.ordered = ordered
         self.buckets = buckets
-        self.sub_buckets = sub_buckets
+        self.block_keys = block_keys
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.bucket_state = handle.getValueState("bucket", BUCKET_SCHEMA)
@@ -856,8 +877,8 @@ class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
         cfg = self.per_stream.get(stream_id, self.default)
         stored = self.bucket_state.get()
         st = (
-            BucketState.from_tuple(stored, self.buckets, self.sub_buckets) if stored is not None
-            else BucketState(self.buckets, self.sub_buckets)
+            BucketState.from_tuple(stored, self.buckets) if stored is not None
+            else BucketState(self.buckets)
         )  # fmt: skip
         out = _Out(stream_id)
         for b, part in batches_in(pdf, "kw_batch", True, 0):
@@ -878,7 +899,7 @@ class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
         )
         subs = st.subs
         known = subs[:, 0]
-        want = np.unique(sub_bucket_of(rows["kw_hash"].to_numpy(np.int64)[keyed], st.sub_buckets))
+        want = np.unique(block_of(rows["kw_hash"].to_numpy(np.int64)[keyed], st.level, st.split))
         if cfg.max_keys is not None:
             want = np.union1d(want, known)  # eviction reads the whole stream (F065-R12)
         timed = ((kind == "clock") | (kind == "tick")) & ~rows["kw_time_null"].to_numpy(bool)
@@ -889,28 +910,35 @@ class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
                 want = np.union1d(want, known[may_idle])
         read = np.isin(known, want)
         state_calls = 1  # the bucket state read
-        blocks = []
-        for sub in known[read].tolist():
-            block = self.blocks.getValue((int(sub),))
-            if block is None:  # the summary lists only sub-buckets that hold a value
-                raise RuntimeError(f"keyed_watermarks: sub-bucket {sub} of bucket {bucket} is missing")
-            blocks.append(block)
-            state_calls += 1
-        keys, windows = unpack_blocks(blocks)
+        keys, windows = unpack_blocks(self._read(known[read], bucket))
+        state_calls += int(read.sum())
         others = subs[~read]
-        active = others[:, 1] > others[:, 2]
-        rest = Aggregate(
-            int(others[:, 1].sum()), int(others[:, 2].sum()),
-            int(others[active, 3].min()) if active.any() else I64_MAX,
-            int(others[:, 4].max()) if len(others) else I64_MIN,
-        )  # fmt: skip
+        rest = _rest(others)
         run = _Bucket(st, cfg, bucket, self.ordered, keys, windows, rest)
         run.emitted = run.aggregate()
+        pieces = len(out.pieces)
         process_bucket(run, rows, b, out)
-        # Write back every sub-bucket read or created; drop those left empty.
+        # This group's call, and the second stage's pass-through call if it sends table rows.
+        python_calls = 1 + any(cols["output"] != "summary" for _, cols in out.pieces[pieces:])
+        # Linear hashing: split blocks in order while they hold more than block_keys keys on
+        # average, so a value never grows with the keys in state; a block to split is read.
         t, w = run.keys, run.windows
-        ksub = sub_bucket_of(t.hash, st.sub_buckets)
-        wsub = sub_bucket_of(w["hash"].to_numpy(np.int64), st.sub_buckets)
+        total = int(others[:, 1].sum()) + len(t)
+        while total > self.block_keys * st.blocks():
+            victim = others[:, 0] == st.split
+            if victim.any():
+                more_keys, more_windows = unpack_blocks(self._read(others[victim, 0], bucket))
+                state_calls += 1
+                t = concat_keys(t, more_keys)
+                w = pd.concat([w, more_windows], ignore_index=True)
+                read[np.flatnonzero(~read)[victim]] = True
+                others = others[~victim]
+            st.split += 1
+            if st.split == 1 << st.level:
+                st.level, st.split = st.level + 1, 0
+        # Write back every block read or created; drop those left empty.
+        ksub = block_of(t.hash, st.level, st.split)
+        wsub = block_of(w["hash"].to_numpy(np.int64), st.level, st.split)
         touched = np.union1d(known[read], np.union1d(ksub, wsub))
         korder = np.argsort(ksub, kind="stable")
         worder = np.argsort(wsub, kind="stable")
@@ -943,7 +971,27 @@ class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
             ))  # fmt: skip
         new_rows = np.array(rows_out, np.int64).reshape(-1, len(_SUMMARY_FIELDS))
         st.subs = np.concatenate([others, new_rows])
-        run.summary(out, b, (LAST_CALL, 1), final=True, state_calls=state_calls + 1)  # + the state write
+        state_calls += 1  # the bucket state write
+        run.summary(out, b, (LAST_CALL, 1), final=True, state_calls=state_calls, python_calls=python_calls)
+
+    def _read(self, blocks: np.ndarray, bucket: int) -> list[tuple[Any, ...]]:
+        values = []
+        for block in blocks.tolist():
+            value = self.blocks.getValue((int(block),))
+            if value is None:  # the summary lists only blocks that hold a value
+                raise RuntimeError(f"keyed_watermarks: block {block} of bucket {bucket} is missing")
+            values.append(value)
+        return values
+
+
+def _rest(others: np.ndarray) -> Aggregate:
+    """The figures of the blocks a call did not read, from their summary rows."""
+    active = others[:, 1] > others[:, 2]
+    return Aggregate(
+        int(others[:, 1].sum()), int(others[:, 2].sum()),
+        int(others[active, 3].min()) if active.any() else I64_MAX,
+        int(others[:, 4].max()) if len(others) else I64_MIN,
+    )  # fmt: skip
 
 
 class StreamSummaryProcessor(SecondStage):
@@ -986,14 +1034,12 @@ def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows
     st.evicted += int(rows["s_evicted"].sum())
     s = st.summaries
     total, idle = int(s[:, 0].sum()), int(s[:, 1].sum())
-    final = call[:, 0] == LAST_CALL
-    final &= call[:, 1] == 1
     g = st.global_watermark()
     out.add(
         "progress", 1, batch=b, global_watermark=(np.array([g or 0]), np.array([g is None])),
         total_keys=total, active_keys=total - idle, idle_keys=idle, evicted_keys=st.evicted,
         global_advances=st.global_advances, key_advances=st.key_advances,
-        python_calls=int(final.sum()) + 1, state_calls=int(rows["s_state_calls"].sum()) + 2,
+        python_calls=int(rows["s_python_calls"].sum()) + 1, state_calls=int(rows["s_state_calls"].sum()) + 2,
     )  # fmt: skip
 
 
@@ -1034,12 +1080,13 @@ def keyed_watermarks(
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
     processing_time_col: str | None = None,
     buckets: int | None = None,
-    sub_buckets: int = DEFAULT_SUB_BUCKETS,
+    block_keys: int = DEFAULT_BLOCK_KEYS,
 ) -> KeyedWatermarkStreams:
     """Applies F065 keyed watermarks to a streaming DataFrame (see the module docstring).
 
     ``buckets``: groups per stream in the wide stage (default: 4 per shuffle partition of the
-    session); ``sub_buckets``: state values per bucket. Both are fixed in the checkpoint.
+    session), fixed in the checkpoint. ``block_keys``: the keys a state value of a bucket holds
+    on average before the bucket splits a block (linear hashing); any value is safe to change.
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
@@ -1056,9 +1103,7 @@ def keyed_watermarks(
         stream_configs,
     )
     buckets = default_buckets(df.sparkSession) if buckets is None else _require_int("buckets", buckets, 1)
-    sub_buckets = _require_int("sub_buckets", sub_buckets, 1)
-    if sub_buckets > 2**31 - 1:
-        raise InvalidConfig(f"sub_buckets must fit in a 32-bit integer, got {sub_buckets}")
+    block_keys = _require_int("block_keys", block_keys, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
     named = {
         "key_col": key_col, "event_time_col": event_time_col, "stream_id_col": stream_id_col,
@@ -1101,7 +1146,7 @@ def keyed_watermarks(
     )
     is_event = (kind == "event") & F.col("kw_key").isNotNull() & ~F.col("kw_et_null")
     rows = to_buckets(rows, buckets, key_hash, is_event, kind == "batch_end", whole, "kw_bucket")
-    first = KeyBucketProcessor(default, per_stream, seq_col is not None, buckets, sub_buckets)
+    first = KeyBucketProcessor(default, per_stream, seq_col is not None, buckets, block_keys)
     both = two_stages(
         rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA, StreamSummaryProcessor(buckets), PASS_SCHEMA
     )
@@ -1208,14 +1253,15 @@ __all__ = [
 def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace.
 
-    Few buckets and sub-buckets: a trace has a handful of keys, and every group costs a
-    Python call per micro-batch; three buckets of two sub-buckets still split each trace."""
+    Few buckets and tiny blocks: a trace has a handful of keys, and every group costs a
+    Python call per micro-batch; three buckets that split blocks past two keys still spread
+    each trace over groups and blocks, and split blocks as its keys arrive."""
     return keyed_watermarks(
         df, key_col="key", event_time_col="event_time", stream_id_col="trace_id", seq_col="seq",
         kind_col="kind", value_col="value", time_col="time", batch_col="batch",
-        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, sub_buckets=ENGINE_SUB_BUCKETS,
+        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, block_keys=ENGINE_BLOCK_KEYS,
     ).output  # fmt: skip
 
 
 ENGINE_BUCKETS = 3
-ENGINE_SUB_BUCKETS = 2
+ENGINE_BLOCK_KEYS = 2
