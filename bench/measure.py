@@ -307,13 +307,16 @@ def print_summary(
 # ---- Spark -------------------------------------------------------------------
 
 
-def trace_stream(spark: Any, path: str, partitions: int | None = None) -> Any:
-    """The project's ``trace`` source over the file at ``path``, as a streaming DataFrame."""
+def trace_stream(spark: Any, path: str, partitions: int | None = None, end_batch: int | None = None) -> Any:
+    """The project's ``trace`` source over the file at ``path``, as a streaming DataFrame
+    (``end_batch``: the last trace batch of this run; a later run on the checkpoint continues)."""
     from spark_impl.trace_source import SOURCE_NAME
 
     reader = spark.readStream.format(SOURCE_NAME).option("path", path)
     if partitions is not None:
         reader = reader.option("partitions", str(partitions))
+    if end_batch is not None:
+        reader = reader.option("end_batch", str(end_batch))
     return reader.load()
 
 

@@ -1,4 +1,4 @@
-"""The differential checker is tested too (DESIGN.md, Tests).
+"""The differential checker is tested too.
 
 A deliberately broken engine (the oracle with ``<=`` instead of ``<`` in the
 late test of F065-R3) goes through ``check_against_reference``: the checker

@@ -3,8 +3,8 @@
 One short streaming query (``native_watermark_report``): two partitions of
 one source, a fast one (10 s of event time per batch) and a slow one (1 s per
 batch), through ``withWatermark(ts, delay)`` and a stateful aggregation.
-Expected values follow Spark's documented rules (SPARK-NOTES.md, "Watermarks
-and timers in Spark"), not a recorded run:
+Expected values follow Spark's documented rules (docs/spark-facts.md,
+"Spark's watermark"), not a recorded run:
 
 * the watermark is ONE value per query: max event time seen (over every
   partition) minus the delay, updated between micro-batches, so the

@@ -3,7 +3,7 @@
 One short streaming query (``native_session_report``): the trace below through
 ``withWatermark(ts, delay).groupBy(key, session_window(ts, gap))`` in append
 mode. What Spark should emit is derived here from the ORACLE's output and
-Spark's documented rules (SPARK-NOTES.md, "Native operators"), never from a
+Spark's documented rules (docs/spark-facts.md, "Spark's own operators"), never from a
 recorded Spark run:
 
 * Spark's watermark is one value per query, moved between micro-batches: the

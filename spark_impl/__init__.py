@@ -1,6 +1,6 @@
 """The Spark Structured Streaming implementation of the conformance areas.
 
-Modules (one name per spec area, see DESIGN.md):
+Modules (one per spec area, named like the area's spec/<area>.md and reference/<area>.py):
 
 - ``session``: ``get_spark()``, the one shared SparkSession (classic local or
   Spark Connect when ``SPARK_REMOTE`` is set).
@@ -15,6 +15,9 @@ Modules (one name per spec area, see DESIGN.md):
 - ``watermark_propagation``: oxirs generation, alignment and propagation
   ``watermark_propagation(df, ...)`` and ``native_watermark_report`` (two sources).
 - ``late_data``: oxirs late-data routing ``late_data(df, ...)``.
+- ``scaleout``: the shared two-stage shape (a wide stage per key bucket, a narrow
+  stage per stream reading summaries) of operators that grow with the cluster
+  (docs/architecture.md).
 - ``common``: saturating arithmetic, setting checks, the per-stream processor,
   output assembly and the native watermark runner shared by the operators.
 - ``engine``: ``SparkEngine``, the harness engine running many traces in one
@@ -33,6 +36,7 @@ __all__ = [
     "keyed_watermarks",
     "late_data",
     "partitioned_watermarks",
+    "scaleout",
     "session",
     "session_windows",
     "trace_source",

@@ -251,7 +251,7 @@ def stream_id_column(stream_id_col: str | None, alias: str) -> Any:
 
 def one_group_per_stream(df: Any, cols: Sequence[Any], sid: str, processor: Any, output_schema: Any) -> Any:
     """Only ``cols`` cross into the Python worker; one group per stream id, state in Spark's
-    store, timeMode "None": each operator keeps its own watermark (SPARK-NOTES.md)."""
+    store, timeMode "None": each operator keeps its own watermark (docs/spark-facts.md)."""
     return (
         df.select(*cols)
         .groupBy(sid)

@@ -79,8 +79,9 @@ class SparkEngine:
     def description(self) -> str:
         """Which Spark answered: shown in the conformance summary."""
         remote = os.environ.get("SPARK_REMOTE")
-        mode = f"Spark Connect at {remote}" if remote else "classic"
-        return f"Spark {self.spark.version}, {mode}"
+        if remote:
+            return f"Spark {self.spark.version}, Spark Connect at {remote}"
+        return f"Spark {self.spark.version}, classic, master {self.spark.conf.get('spark.master')}"
 
     @property
     def spark(self) -> Any:
