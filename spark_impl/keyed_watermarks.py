@@ -118,6 +118,7 @@ Design
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -265,21 +266,23 @@ class _Keys:
         self.last = cols.get("last", np.zeros(n, np.int64))
         self.order = cols.get("order", np.zeros(n, np.int64))
         self.idle = cols.get("idle", np.zeros(n, bool))
-        self._index: pd.Index | None = None
+        self._pos: dict[str, int] | None = None
 
     NUMBERS = ("hash", "max_et", "wm", "last", "order")
 
     def __len__(self) -> int:
         return len(self.keys)
 
-    def index(self) -> pd.Index:
-        if self._index is None:
-            self._index = pd.Index(self.keys)
-        return self._index
+    def positions(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's row, -1 for an untracked key. A dict kept up to date by ``append``, so
+        a segment that brings new keys costs what it adds, not a rebuild of the table."""
+        if self._pos is None:
+            self._pos = {k: i for i, k in enumerate(self.keys.tolist())}
+        get = self._pos.get
+        return np.fromiter((get(k, -1) for k in keys.tolist()), np.int64, len(keys))
 
     def find(self, key: str) -> int:
-        hits = np.flatnonzero(self.keys == key)
-        return int(hits[0]) if len(hits) else -1
+        return int(self.positions(np.array([key], dtype=object))[0])
 
     def append(self, new_keys: np.ndarray, new_hashes: np.ndarray) -> None:
         m = len(new_keys)
@@ -288,12 +291,13 @@ class _Keys:
         for name in ("max_et", "wm", "last", "order"):
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(m, np.int64)]))
         self.idle = np.concatenate([self.idle, np.zeros(m, bool)])
-        self._index = None
+        if self._pos is not None:
+            self._pos.update((k, len(self.keys) - m + i) for i, k in enumerate(np.asarray(new_keys).tolist()))
 
     def keep(self, mask: np.ndarray) -> None:
         for name in ("keys", *self.NUMBERS, "idle"):
             setattr(self, name, getattr(self, name)[mask])
-        self._index = None
+        self._pos = None
 
 
 @dataclass(frozen=True)
@@ -623,7 +627,7 @@ def _segment(
     cfg = run.cfg
     table = run.keys
     n0 = len(table)
-    pos = table.index().get_indexer(pd.Index(keys)) if n0 else np.full(len(keys), -1, np.int64)
+    pos = table.positions(keys)
     new = pos < 0
     if new.any():
         new_keys, first = np.unique(keys[new].astype(str), return_index=True)
@@ -632,11 +636,10 @@ def _segment(
         else:
             new_keys = new_keys.astype(object)
             table.append(new_keys, hashes[new][first])
-            pos = np.asarray(pos, np.int64)
-            pos[new] = n0 + pd.Index(new_keys).get_indexer(keys[new])
+            pos[new] = table.positions(keys[new])
             kwm, kwm_null, verdict = _segment_vectorised(run, pos, t, n0)
     else:
-        kwm, kwm_null, verdict = _segment_vectorised(run, np.asarray(pos, np.int64), t, n0)
+        kwm, kwm_null, verdict = _segment_vectorised(run, pos, t, n0)
     out.add(
         "events", len(keys), batch=b, seq=(seq, np.full(len(seq), not ordered)), key=keys, event_time=t,
         key_watermark=(kwm, kwm_null), verdict=verdict, kw_route=run.bucket,
@@ -707,7 +710,16 @@ def _segment_sequential(
     kwm = np.zeros(m, np.int64)
     kwm_null = np.zeros(m, bool)
     verdict = np.empty(m, dtype=object)
+    # F065-R13/R14: the victim is the key of lowest (watermark,) last activity, arrival
+    # position. These only grow, so a heap with lazy deletion finds it without a scan:
+    # an entry whose priority is no longer its key's is skipped when it reaches the top.
     lowest = cfg.eviction_policy == "LowestWatermark"
+
+    def priority(s: list[Any]) -> tuple[int, ...]:
+        return (s[1], s[2], s[3]) if lowest else (s[2], s[3])
+
+    heap = [(*priority(s), k) for k, s in state.items()]
+    heapq.heapify(heap)
     clock = run.st.clock
     for i, (k, e, h) in enumerate(zip(keys.tolist(), t.tolist(), hashes.tolist())):
         s = state.get(k)
@@ -717,15 +729,16 @@ def _segment_sequential(
                 if cfg.eviction_policy == "RejectNew":
                     verdict[i] = "rejected"  # F065-R15: nothing changes
                     continue
-                if lowest:  # F065-R14
-                    victim = min(state, key=lambda kk: (state[kk][1], state[kk][2], state[kk][3]))
-                else:  # F065-R13
-                    victim = min(state, key=lambda kk: (state[kk][2], state[kk][3]))
+                while True:
+                    *p, victim = heapq.heappop(heap)
+                    if victim in state and priority(state[victim]) == tuple(p):
+                        break
                 del state[victim]
                 run.evicted += 1
             run.key_advances += 1
             run.st.activity += 1
-            state[k] = [e, _sat_sub1(e, d), clock, run.st.activity, False, h]
+            s = state[k] = [e, _sat_sub1(e, d), clock, run.st.activity, False, h]
+            heapq.heappush(heap, (*priority(s), k))
             verdict[i] = "on_time"
             continue
         kwm[i] = s[1]
@@ -738,6 +751,7 @@ def _segment_sequential(
             if w > s[1]:
                 s[1] = w
                 run.key_advances += 1
+        heapq.heappush(heap, (*priority(s), k))
     names = list(state)
     vals = list(state.values())
     run.keys = _Keys(
@@ -780,9 +794,7 @@ def _windows(
         )
     if len(w):
         seg_keys = pd.unique(keys)
-        kpos = (
-            run.keys.index().get_indexer(pd.Index(seg_keys)) if len(run.keys) else np.full(len(seg_keys), -1)
-        )
+        kpos = run.keys.positions(seg_keys)
         present = kpos >= 0
         seg_index = pd.Index(seg_keys[present])
         wm = run.keys.wm[kpos[present]]
@@ -808,8 +820,7 @@ def _key_changes(
     bucket: int,
 ) -> None:  # fmt: skip
     """F065-R22: keys whose (watermark, state) differ between batch start and end."""
-    end_index = t.index()
-    j = end_index.get_indexer(pd.Index(start_keys)) if len(t) else np.full(len(start_keys), -1)
+    j = t.positions(start_keys)
     gone = j < 0
     kept = ~gone
     jk = j[kept]
