@@ -4,17 +4,20 @@ Both read the same events (default 1,000,000 in 10 micro-batches) from the
 ``trace`` source and write to the ``noop`` sink with Trigger.AvailableNow:
 
 - keyed: ``keyed_watermarks(df, key_col="key", event_time_col="event_time",
-  seq_col="seq", batch_col="batch")``, one stream (one group) holding all keys;
-- plain: ``groupBy("key").agg(max("event_time"), count("*"))``, update mode.
+  seq_col="seq", batch_col="batch")``, one stream spread over the key buckets;
+- plain: ``groupBy("key").agg(max("event_time"), count("*"))``, update mode;
+- with ``--max-keys``, also keyed with ``max_keys`` = the key count: no key is
+  evicted, but the exact eviction path keeps the stream in one group (F065-R12).
 
-Runs the two alternately (``--repeats``, default 3) and prints the median
+Runs them alternately (``--repeats``, default 3) and prints the median
 events/s of each (whole run, and without the first micro-batch, which carries
-the start-up cost), the median ratio of paired runs, and state bytes per key (the
-operator's state value, and the RocksDB ``state/`` folder of each checkpoint).
+the start-up cost), the median ratio of paired runs, and state bytes per key
+(the RocksDB ``state/`` folder of each checkpoint).
 A benchmark reports figures; it asserts nothing.
 
     python bench/keyed_watermarks.py                      # 1M events, 1,000 and 100,000 keys
     python bench/keyed_watermarks.py --events 100000      # a quick run
+    python bench/keyed_watermarks.py --events 600000 --batches 6 --keys 10000 100000 --max-keys
     SPARK_REMOTE=local[2] python bench/keyed_watermarks.py --events 100000
 """
 
@@ -55,7 +58,10 @@ def make_events(path: str, events: int, keys: int, batches: int, seed: int) -> N
     write_trace_file(path, table)
 
 
-def bench(spark: Any, events: int, keys: int, batches: int, partitions: int, repeats: int, work: str) -> None:
+def bench(
+    spark: Any, events: int, keys: int, batches: int, partitions: int, repeats: int, work: str,
+    bounded: bool = False,
+) -> None:  # fmt: skip
     from pyspark.sql import functions as F
 
     from spark_impl.keyed_watermarks import keyed_watermarks
@@ -78,34 +84,29 @@ def bench(spark: Any, events: int, keys: int, batches: int, partitions: int, rep
         )  # fmt: skip
         return measure.run_query(kw.output, "append", ckpt("kw", attempt))
 
-    # Alternate the two operators so that both see the same machine state; report medians.
-    runs = measure.alternate({"plain": start_plain, "keyed": start_keyed}, repeats)
-    ckpt_plain, ckpt_kw = ckpt("plain", repeats - 1), ckpt("kw", repeats - 1)
+    def start_bounded(attempt: int) -> measure.Run:
+        # max_keys = the key count: no eviction, but the exact path keeps the stream in one group.
+        kw = keyed_watermarks(
+            measure.trace_stream(spark, path, partitions), key_col="key", event_time_col="event_time",
+            seq_col="seq", batch_col="batch", max_keys=keys,
+        )  # fmt: skip
+        return measure.run_query(kw.output, "append", ckpt("kw-max-keys", attempt))
 
-    # The operator's state value as stored (read back with the statestore reader).
-    try:
-        value = (
-            spark.read.format("statestore")
-            .option("stateVarName", "keyed_watermarks")
-            .load(ckpt_kw)
-            .select(F.sum(F.length("value.keys") + F.length("value.windows")).alias("b"))
-            .collect()[0]["b"]
-        )
-        blob = int(value or 0)
-    except Exception as error:  # the reader is a convenience; the dir sizes below still count
-        print(f"(statestore reader failed: {str(error).splitlines()[0]})")
-        blob = 0
+    # Alternate the operators so that all see the same machine state; report medians.
+    starts = {"plain": start_plain, "keyed": start_keyed}
+    if bounded:
+        starts["keyed max_keys"] = start_bounded
+    runs = measure.alternate(starts, repeats)
+    ckpt_plain, ckpt_kw = ckpt("plain", repeats - 1), ckpt("kw", repeats - 1)
 
     title = f"{events:,} events, {keys:,} keys, {batches} micro-batches, {partitions} input partitions"
     measure.print_summary(title, runs, "plain", counts=True)
     state_kw = measure.dir_bytes(os.path.join(ckpt_kw, "state"))
     state_plain = measure.dir_bytes(os.path.join(ckpt_plain, "state"))
     print(
-        f"state bytes/key: keyed value blob {blob / keys:.1f} (zstd Arrow IPC, {blob:,} B); "
-        f"checkpoint state/ dirs (all versions, incl. changelogs): keyed {state_kw / keys:.1f}, "
-        f"plain {state_plain / keys:.1f}"
+        f"state bytes/key, checkpoint state/ dirs (all versions, incl. changelogs): keyed "
+        f"{state_kw / keys:.1f}, plain {state_plain / keys:.1f}"
     )
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -114,11 +115,14 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=2, help="input partitions per micro-batch")
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs per operator")
+    parser.add_argument(
+        "--max-keys", action="store_true", help="also run with max_keys = the key count (F065-R12)"
+    )
     args = parser.parse_args()
 
     with measure.spark_workdir("kw-bench-") as (spark, work):
         for keys in args.keys:
-            bench(spark, args.events, keys, args.batches, args.partitions, args.repeats, work)
+            bench(spark, args.events, keys, args.batches, args.partitions, args.repeats, work, args.max_keys)
 
 
 if __name__ == "__main__":
