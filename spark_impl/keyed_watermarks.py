@@ -1140,7 +1140,9 @@ def keyed_watermarks(
     if seq_col:
         cols.append(long_or_zero(seq_col).alias("kw_seq"))
     if kind_col:
-        cols.append(F.col(kind_col).cast("string").alias("kw_kind"))
+        kind_text = F.col(kind_col).cast("string")
+        # "tick" is the operator's own row (processing_time_col); a user's "tick" is unsupported.
+        cols.append(F.when(kind_text == "tick", F.lit("user tick")).otherwise(kind_text).alias("kw_kind"))
     if value_col:
         cols.append(long_or_zero(value_col).alias("kw_value"))
     if time_col:
