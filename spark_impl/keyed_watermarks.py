@@ -148,7 +148,6 @@ LAYOUT_VERSION = 2
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
 CONFIG_KEYS = ("bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size")
 DEFAULT_BLOCK_KEYS = 128
-BUCKETS_PER_PARTITION = 4
 CURRENT_TIMESTAMP = "current_timestamp"
 
 STRING_COLS = ("output", "stream_id", "key", "verdict", "state", "reason")

@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from spark_impl.common import StatefulProcessor, StatefulProcessorHandle
@@ -132,10 +131,6 @@ class SecondStage(StatefulProcessor):  # type: ignore[misc]
         pass
 
 
-def int_column(rows: pd.DataFrame, name: str) -> np.ndarray:
-    return rows[name].to_numpy(np.int64)
-
-
 __all__ = [
     "BUCKETS_PER_PARTITION",
     "NULL_MASK",
@@ -143,7 +138,6 @@ __all__ = [
     "SUMMARY_ROUTE",
     "SecondStage",
     "default_buckets",
-    "int_column",
     "restore_nulls",
     "to_buckets",
     "two_stages",
