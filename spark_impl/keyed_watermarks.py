@@ -142,13 +142,22 @@ from spark_impl.common import (
 )
 from spark_impl.common import require_int as _require_int
 from spark_impl.common import sat_sub as _sat_sub
-from spark_impl.scaleout import NULL_MASK, SecondStage, default_buckets, restore_nulls, to_buckets, two_stages
+from spark_impl.scaleout import (
+    CURRENT_TIMESTAMP,
+    NULL_MASK,
+    SecondStage,
+    default_buckets,
+    processing_time,
+    restore_nulls,
+    to_buckets,
+    two_stages,
+    with_ticks,
+)
 
 LAYOUT_VERSION = 2
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
 CONFIG_KEYS = ("bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size")
 DEFAULT_BLOCK_KEYS = 128
-CURRENT_TIMESTAMP = "current_timestamp"
 
 STRING_COLS = ("output", "stream_id", "key", "verdict", "state", "reason")
 OUTPUT_COLUMNS = (
@@ -1149,7 +1158,7 @@ def keyed_watermarks(
         cols.append(F.col(time_col).isNull().alias("kw_time_null"))
     rows = df.select(*cols)
     if processing_time_col is not None:
-        rows = with_ticks(rows, processing_time(fields, processing_time_col))
+        rows = with_ticks(rows, processing_time(fields, processing_time_col), "kw_")
     kind = F.col("kw_kind") if kind_col or processing_time_col else F.lit("event")
     key_hash = F.xxhash64(F.col("kw_key"))
     whole = _streams_with_max_keys(default, per_stream)
@@ -1179,72 +1188,6 @@ def _streams_with_max_keys(default: StreamConfig, per_stream: Mapping[str, Strea
         return sid.isin(bounded) if bounded else F.lit(False)
     unbounded = sorted(s for s, c in per_stream.items() if c.max_keys is None)
     return ~sid.isin(unbounded) if unbounded else F.lit(True)
-
-
-def processing_time(fields: Mapping[str, Any], name: str) -> Any:
-    """The processing time as epoch milliseconds: a column, or the micro-batch's start."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
-
-    if name == CURRENT_TIMESTAMP:
-        return F.unix_millis(F.current_timestamp())
-    if isinstance(fields[name], (TimestampType, TimestampNTZType)):
-        return F.unix_millis(F.col(name))
-    if isinstance(fields[name], IntegralType):
-        return F.col(name).cast("long")
-    raise InvalidConfig(f"processing_time_col {name!r} must be a timestamp or integer milliseconds")
-
-
-def with_ticks(rows: Any, time: Any) -> Any:
-    """Adds, per input partition and stream, one ``tick`` row carrying the latest processing
-    time of its rows, placed before every row (seq i64 min): each micro-batch of a stream
-    then starts with a clock move that reaches every bucket (``to_buckets`` copies it)."""
-    from pyspark.sql import functions as F
-
-    rows = (
-        rows.withColumn("kw_kind", F.lit("event")).withColumn("kw_time", time)
-        .withColumn("kw_time_null", time.isNull())
-    )  # fmt: skip
-    from pyspark.sql.types import StructField, StructType
-
-    # Nullable everywhere: a tick row has no key, even where the input's key column has no nulls.
-    schema = StructType([StructField(f.name, f.dataType, True) for f in rows.schema.fields])
-
-    def add_ticks(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        latest: dict[str, tuple[int, int]] = {}
-        last_schema = None
-        for batch in batches:
-            last_schema = batch.schema
-            if batch.num_rows:
-                per_stream = (
-                    pa.table(batch).group_by("kw_sid").aggregate([("kw_time", "max"), ("kw_batch", "max")])
-                )
-                for sid, t, bt in zip(
-                    *(per_stream.column(c).to_pylist() for c in ("kw_sid", "kw_time_max", "kw_batch_max"))
-                ):
-                    if t is not None and (sid not in latest or t > latest[sid][0]):
-                        latest[sid] = (t, bt)
-            yield batch
-        if latest and last_schema is not None:
-            n = len(latest)
-            cols = {f.name: pa.nulls(n, type=f.type) for f in last_schema}
-            given = {
-                "kw_sid": pa.array(list(latest), pa.string()),
-                "kw_kind": pa.array(["tick"] * n, pa.string()),
-                "kw_time": pa.array([t for t, _ in latest.values()], pa.int64()),
-                "kw_time_null": pa.array([False] * n),
-                "kw_batch": pa.array([bt for _, bt in latest.values()], pa.int64()),
-                "kw_et": pa.array([0] * n, pa.int64()),
-                "kw_et_null": pa.array([False] * n),
-                "kw_seq": pa.array([I64_MIN] * n, pa.int64()),
-                "kw_value": pa.array([0] * n, pa.int64()),
-            }
-            cols.update({c: v for c, v in given.items() if c in cols})
-            yield pa.RecordBatch.from_arrays(list(cols.values()), schema=last_schema)
-
-    return rows.mapInArrow(add_ticks, schema)
 
 
 __all__ = [

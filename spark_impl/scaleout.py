@@ -21,6 +21,10 @@ holds the pieces every operator built on it uses:
   narrow work a subclass defines in ``summarise``).
 - ``restore_nulls``: the projection after the second stage that turns the
   null mask of the long columns back into nulls.
+- ``processing_time`` and ``with_ticks``: production processing time (an
+  operator's ``processing_time_col``): a ``tick`` row per input partition and
+  stream carrying the latest time seen, which the operator copies to every
+  bucket and treats as a clock row before the micro-batch's rows.
 
 Why the table rows cross the second stage instead of joining it in a union:
 a stateful operator whose output feeds two branches of one query runs once per
@@ -33,17 +37,19 @@ batch, so what it needs from the whole stream must come from its own input
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from harness.traces import I64_MIN, InvalidConfig
 from spark_impl.common import StatefulProcessor, StatefulProcessorHandle
 
 BUCKETS_PER_PARTITION = 4
 NULL_MASK = "kw_nulls"
 ROUTE = "kw_route"
 SUMMARY_ROUTE = -1
+CURRENT_TIMESTAMP = "current_timestamp"  # processing_time_col: the micro-batch's start
 
 
 def default_buckets(spark: Any) -> int:
@@ -131,14 +137,92 @@ class SecondStage(StatefulProcessor):  # type: ignore[misc]
         pass
 
 
+def processing_time(fields: Mapping[str, Any], name: str) -> Any:
+    """The processing time as epoch milliseconds: a column, or the micro-batch's start."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
+
+    if name == CURRENT_TIMESTAMP:
+        return F.unix_millis(F.current_timestamp())
+    if isinstance(fields[name], (TimestampType, TimestampNTZType)):
+        return F.unix_millis(F.col(name))
+    if isinstance(fields[name], IntegralType):
+        return F.col(name).cast("long")
+    raise InvalidConfig(f"processing_time_col {name!r} must be a timestamp or integer milliseconds")
+
+
+def with_ticks(rows: Any, time: Any, prefix: str) -> Any:
+    """Adds, per input partition and stream, one ``tick`` row carrying the latest processing
+    time of its rows, placed before every row (seq i64 min): each micro-batch of a stream
+    then starts with a clock move that reaches every bucket (``to_buckets`` copies it).
+
+    ``rows`` has the operator's internal columns named ``prefix`` + sid, batch and, when
+    present, seq, et, et_null, value; this adds kind, time and time_null (an input row is
+    an event; the operator's own kind column, if any, is replaced)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        rows.withColumn(prefix + "kind", F.lit("event")).withColumn(prefix + "time", time)
+        .withColumn(prefix + "time_null", time.isNull())
+    )  # fmt: skip
+    from pyspark.sql.types import StructField, StructType
+
+    # Nullable everywhere: a tick row has no key, even where the input's key column has no nulls.
+    schema = StructType([StructField(f.name, f.dataType, True) for f in rows.schema.fields])
+
+    def add_ticks(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        latest: dict[str, tuple[int, int]] = {}
+        last_schema = None
+        for batch in batches:
+            last_schema = batch.schema
+            if batch.num_rows:
+                per_stream = (
+                    pa.table(batch)
+                    .group_by(prefix + "sid")
+                    .aggregate([(prefix + "time", "max"), (prefix + "batch", "max")])
+                )
+                for sid, t, bt in zip(
+                    *(
+                        per_stream.column(c).to_pylist()
+                        for c in (prefix + "sid", prefix + "time_max", prefix + "batch_max")
+                    )
+                ):
+                    if t is not None and (sid not in latest or t > latest[sid][0]):
+                        latest[sid] = (t, bt)
+            yield batch
+        if latest and last_schema is not None:
+            n = len(latest)
+            cols = {f.name: pa.nulls(n, type=f.type) for f in last_schema}
+            given = {
+                prefix + "sid": pa.array(list(latest), pa.string()),
+                prefix + "kind": pa.array(["tick"] * n, pa.string()),
+                prefix + "time": pa.array([t for t, _ in latest.values()], pa.int64()),
+                prefix + "time_null": pa.array([False] * n),
+                prefix + "batch": pa.array([bt for _, bt in latest.values()], pa.int64()),
+                prefix + "et": pa.array([0] * n, pa.int64()),
+                prefix + "et_null": pa.array([False] * n),
+                prefix + "seq": pa.array([I64_MIN] * n, pa.int64()),
+                prefix + "value": pa.array([0] * n, pa.int64()),
+            }
+            cols.update({c: v for c, v in given.items() if c in cols})
+            yield pa.RecordBatch.from_arrays(list(cols.values()), schema=last_schema)
+
+    return rows.mapInArrow(add_ticks, schema)
+
+
 __all__ = [
     "BUCKETS_PER_PARTITION",
+    "CURRENT_TIMESTAMP",
     "NULL_MASK",
     "ROUTE",
     "SUMMARY_ROUTE",
     "SecondStage",
     "default_buckets",
+    "processing_time",
     "restore_nulls",
     "to_buckets",
     "two_stages",
+    "with_ticks",
 ]
