@@ -1,12 +1,21 @@
-"""Benchmark: does the Spark keyed-watermark operator scale out? Shape, speed-up with cores, state size.
+"""Benchmark: do the Spark operators scale out? Shape, speed-up with cores, memory, state size.
+
+``--operator`` picks the operator (default ``keyed_watermarks``; also
+``partitioned_watermarks``, ``late_data``, ``watermark_propagation``), each
+with its own events over uniform units (``OPERATORS`` below): keys for the
+keyed operator (``--shape-keys``, ``--speed-keys``), else ``--units``
+(default 64) partitions (4 sources of 16) or sources: the unit caps the
+parallelism of these operators, so a handful would show nothing. The native
+counterpart is always ``groupBy(<unit columns>).agg(max(event_time), count(*))``.
 
 Four parts, each in its own Python subprocess (a SparkSession's master cannot
 change within a process), all with ``spark.sql.shuffle.partitions`` = 8 and
-events fed as exact micro-batches by the ``trace`` source (2 input partitions):
+events fed as exact micro-batches by the ``trace`` source (2 input partitions);
+parts 3 and 4 pre-load keys, so only the keyed operator has them:
 
-1. shape (local[2], Spark event log on): ``keyed_watermarks`` ("ours") and the
-   native ``groupBy("key").agg(max(event_time), count(*))`` (update mode, noop
-   sink, Trigger.AvailableNow) on the same uniform-key events. The event log
+1. shape (local[2], Spark event log on): the operator ("ours") and the
+   native aggregation (update mode, noop
+   sink, Trigger.AvailableNow) on the same events. The event log
    (plain JSON lines) gives, per stateful stage of each query, the shuffle
    records each task read: a stage is stateful when its ``Stage Info`` ->
    ``RDD Info`` (SparkListenerStageSubmitted) holds a ``StateStoreRDD`` or
@@ -29,7 +38,9 @@ events fed as exact micro-batches by the ``trace`` source (2 input partitions):
    turns; events/s leave out the first micro-batch (``measure.run_query``:
    input rows of batches 2.. over their ``triggerExecution`` time). Reports
    median [min-max] per engine and master, the gain per engine (rate at 2 /
-   rate at 1 - 1) and our_gain / native_gain (the target is >= 0.8).
+   rate at 1 - 1), our_gain / native_gain (the target is >= 0.8) and the
+   median peak memory of each run (RSS of the subprocess's tree: the driver's
+   JVM and every Python worker).
 3. state: one query pre-loads keys (batches of ``--load-batch`` new keys, one
    event each) up to each level of ``--keys-in-state`` (10k, 1M, 10M), then
    runs ``--touch-batches`` batches of ``--touch-events`` events over
@@ -59,6 +70,7 @@ the event log and the masters need them). A benchmark reports figures; it
 asserts nothing.
 
     python bench/scaleout.py --quick                        # everything small, a few minutes
+    python bench/scaleout.py --operator late_data --quick   # shape and speed of another operator
     python bench/scaleout.py --json /tmp/scaleout.json      # full: 5 rounds, 100k events a batch, 10M keys
     python bench/scaleout.py --max-keys-in-state 1000000    # full, without the 10M-key level
     python bench/scaleout.py --parts shape speed --rounds 7 --speed-events-per-batch 200000
@@ -110,11 +122,9 @@ T0 = 1_700_000_000_000  # event time of the first event, ms
 # ---- inputs ------------------------------------------------------------------
 
 
-def uniform_events(path: str, batches: int, per_batch: int, keys: int, seed: int) -> None:
-    """Uniform keys, event time growing with arrival (bench/keyed_watermarks.py's generator)."""
-    from keyed_watermarks import make_events  # bench/keyed_watermarks.py
-
-    make_events(path, batches * per_batch, keys, batches, seed)
+def uniform_events(path: str, batches: int, per_batch: int, units: int, seed: int, operator: str) -> None:
+    """The operator's events over ``units`` uniform units (keys, partitions or sources)."""
+    OPERATORS[operator].write_events(path, batches, per_batch, units, seed)
 
 
 def key_names(ids: Any) -> Any:
@@ -195,6 +205,177 @@ def state_trace(
     return levels
 
 
+# ---- the operators measured -----------------------------------------------------------
+
+
+def arrival_times(rng: Any, n: int, disorder_ms: int) -> Any:
+    """Event times growing 1 ms per arrival, each up to ``disorder_ms`` early."""
+    import numpy as np
+
+    return T0 + np.arange(n, dtype=np.int64) - rng.integers(0, disorder_ms, n)
+
+
+def batch_and_seq(batches: int, per_batch: int) -> tuple[Any, Any]:
+    import numpy as np
+
+    return (np.repeat(np.arange(batches, dtype=np.int64), per_batch),
+            np.tile(np.arange(per_batch, dtype=np.int64), batches))  # fmt: skip
+
+
+class KeyedWatermarks:
+    """F065 over uniform keys (bench/keyed_watermarks.py's generator); the state parts use it too."""
+
+    unit_columns = ("key",)
+    unit_name = "keys"
+
+    @staticmethod
+    def function() -> Any:
+        from spark_impl.keyed_watermarks import keyed_watermarks
+
+        return keyed_watermarks
+
+    @staticmethod
+    def arguments(clock: bool, units: int) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"key_col": "key", "event_time_col": "event_time", "seq_col": "seq",
+                                  "batch_col": "batch"}  # fmt: skip
+        if clock:
+            kwargs.update(kind_col="kind", time_col="time")
+        return kwargs
+
+    @staticmethod
+    def write_events(path: str, batches: int, per_batch: int, units: int, seed: int) -> None:
+        from keyed_watermarks import make_events  # bench/keyed_watermarks.py
+
+        make_events(path, batches * per_batch, units, batches, seed)
+
+
+class PartitionedWatermarks:
+    """F064 over 4 sources of ``units / 4`` partitions each, events only (auto_register)."""
+
+    unit_columns = ("source", "partition")
+    unit_name = "partitions"
+
+    @staticmethod
+    def function() -> Any:
+        from spark_impl.partitioned_watermarks import partitioned_watermarks
+
+        return partitioned_watermarks
+
+    @staticmethod
+    def arguments(clock: bool, units: int) -> dict[str, Any]:
+        return {"source_col": "source", "partition_col": "partition", "event_time_col": "event_time",
+                "seq_col": "seq", "batch_col": "batch", "max_lateness_ms": 2_000,
+                "auto_register": True}  # fmt: skip
+
+    @staticmethod
+    def write_events(path: str, batches: int, per_batch: int, units: int, seed: int) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        from spark_impl.trace_source import write_trace_file
+
+        rng = np.random.default_rng(seed)
+        batch, seq = batch_and_seq(batches, per_batch)
+        unit = rng.integers(0, units, len(batch))
+        sources = max(1, min(4, units))
+        write_trace_file(path, pa.table({
+            "batch": batch, "seq": seq, "source": unit % sources, "partition": unit // sources,
+            "event_time": arrival_times(rng, len(batch), 2_000),
+        }))  # fmt: skip
+
+
+class LateData:
+    """OXL over ``units`` sources: events, and per source a watermark row (1 s behind the
+    newest arrival) after about every 100th of its events; late events go to a side output."""
+
+    unit_columns = ("source",)
+    unit_name = "sources"
+
+    @staticmethod
+    def function() -> Any:
+        from spark_impl.late_data import late_data
+
+        return late_data
+
+    @staticmethod
+    def arguments(clock: bool, units: int) -> dict[str, Any]:
+        return {"event_time_col": "event_time", "source_col": "source", "kind_col": "kind",
+                "seq_col": "seq", "time_col": "time", "batch_col": "batch", "policy": "SideOutput",
+                "channel": "late"}  # fmt: skip
+
+    @staticmethod
+    def write_events(path: str, batches: int, per_batch: int, units: int, seed: int) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        from spark_impl.trace_source import write_trace_file
+
+        rng = np.random.default_rng(seed)
+        batch, seq = batch_and_seq(batches, per_batch)
+        n = len(batch)
+        event_time = arrival_times(rng, n, 2_000)
+        marks = rng.random(n) < 0.01  # this row is a watermark of its source instead of an event
+        newest = T0 + np.arange(n, dtype=np.int64)
+        write_trace_file(path, pa.table({
+            "batch": batch, "seq": seq, "source": rng.integers(0, units, n),
+            "kind": pa.array(np.where(marks, "watermark", "event").astype(object), pa.string()),
+            "event_time": pa.array(np.where(marks, 0, event_time), mask=marks),
+            "time": pa.array(newest - 1_000, mask=~marks),
+        }))  # fmt: skip
+
+
+def propagation_graph(units: int) -> tuple[list[str], list[list[str]]]:
+    """``units`` sources s<i>, joined 8 at a time into j<k>, all joins into one sink."""
+    sources = [f"s{i}" for i in range(units)]
+    joins = [f"j{k}" for k in range((units + 7) // 8)]
+    edges = [[s, joins[i // 8]] for i, s in enumerate(sources)] + [[j, "sink"] for j in joins]
+    return [*sources, *joins, "sink"], edges
+
+
+class WatermarkPropagation:
+    """OXW over ``units`` source nodes (``propagation_graph``), a generator emitting every 100th
+    event of its source with 1 s of allowed disorder."""
+
+    unit_columns = ("source",)
+    unit_name = "sources"
+
+    @staticmethod
+    def function() -> Any:
+        from spark_impl.watermark_propagation import watermark_propagation
+
+        return watermark_propagation
+
+    @staticmethod
+    def arguments(clock: bool, units: int) -> dict[str, Any]:
+        nodes, edges = propagation_graph(units)
+        return {"nodes": nodes, "edges": edges, "node_col": "source", "event_time_col": "event_time",
+                "seq_col": "seq", "batch_col": "batch", "advance_threshold": 100,
+                "max_out_of_order_ms": 1_000}  # fmt: skip
+
+    @staticmethod
+    def write_events(path: str, batches: int, per_batch: int, units: int, seed: int) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        from spark_impl.trace_source import write_trace_file
+
+        rng = np.random.default_rng(seed)
+        batch, seq = batch_and_seq(batches, per_batch)
+        names = np.char.add("s", rng.integers(0, units, len(batch)).astype(str)).astype(object)
+        write_trace_file(path, pa.table({
+            "batch": batch, "seq": seq, "source": pa.array(names, pa.string()),
+            "event_time": arrival_times(rng, len(batch), 2_000),
+        }))  # fmt: skip
+
+
+OPERATORS: dict[str, Any] = {
+    "keyed_watermarks": KeyedWatermarks,
+    "partitioned_watermarks": PartitionedWatermarks,
+    "late_data": LateData,
+    "watermark_propagation": WatermarkPropagation,
+}
+
+
 # ---- Spark, inside a subprocess --------------------------------------------------
 
 
@@ -227,36 +408,32 @@ def source(spark: Any, path: str, spec: dict[str, Any], end_batch: int | None = 
 
 
 def ours(df: Any, spec: dict[str, Any], clock: bool = False) -> Any:
-    """``keyed_watermarks`` over ``df`` (``buckets`` only when the operator takes it)."""
-    from spark_impl.keyed_watermarks import keyed_watermarks
-
-    kwargs: dict[str, Any] = {"key_col": "key", "event_time_col": "event_time", "seq_col": "seq",
-                              "batch_col": "batch"}  # fmt: skip
-    if clock:
-        kwargs.update(kind_col="kind", time_col="time")
-    if has_buckets():
+    """The measured operator over ``df`` (``buckets`` only when the operator takes it)."""
+    operator = OPERATORS[spec["operator"]]
+    kwargs = operator.arguments(clock, spec["units"])
+    if has_buckets(spec["operator"]):
         kwargs["buckets"] = spec.get("buckets")
-    return keyed_watermarks(df, **kwargs)
+    return operator.function()(df, **kwargs)
 
 
-def native(df: Any) -> Any:
-    """The native aggregation the operator is measured against."""
+def native(df: Any, spec: dict[str, Any]) -> Any:
+    """The native aggregation the operator is measured against: max event time and count per unit."""
     from pyspark.sql import functions as F
 
-    return df.groupBy("key").agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
+    units = OPERATORS[spec["operator"]].unit_columns
+    return df.groupBy(*units).agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
 
 
-def has_buckets() -> bool:
-    from spark_impl.keyed_watermarks import keyed_watermarks
-
-    return "buckets" in inspect.signature(keyed_watermarks).parameters
+def has_buckets(operator: str) -> bool:
+    return "buckets" in inspect.signature(OPERATORS[operator].function()).parameters
 
 
-def operator_info() -> dict[str, Any]:
+def operator_info(operator: str) -> dict[str, Any]:
     """Which operator was measured: its file and whether it takes ``buckets``."""
-    import spark_impl.keyed_watermarks as module
+    import importlib
 
-    return {"file": module.__file__, "buckets_supported": has_buckets()}
+    module = importlib.import_module(f"spark_impl.{operator}")
+    return {"name": operator, "file": module.__file__, "buckets_supported": has_buckets(operator)}
 
 
 def run_to_end(df: Any, mode: str, checkpoint: str, out: str | None = None) -> Any:
@@ -430,13 +607,15 @@ def child_shape(spec: dict[str, Any]) -> None:
     calls = call_counts(spark.read.parquet(out).toPandas())
     # The parquet sink names its files part-<partition>-...: the tasks that wrote progress rows.
     writers = sorted({int(f.split("-")[1]) for f in os.listdir(out) if f.startswith("part-")})
-    q_native = run_to_end(native(source(spark, path, spec)), "update", os.path.join(work, "ck-shape-native"))
+    q_native = run_to_end(
+        native(source(spark, path, spec), spec), "update", os.path.join(work, "ck-shape-native")
+    )
     ids = {"ours": str(q_ours.id), "native": str(q_native.id)}
     rates = {"ours": warm_rate(q_ours.recentProgress), "native": warm_rate(q_native.recentProgress)}
     spark.stop()  # closes the event log
     found = stateful_stages(event_log_file(log_dir))
     reply({
-        "operator": operator_info(),
+        "operator": operator_info(spec["operator"]),
         "calls": calls,
         "progress_partitions": writers,
         "warm_events_per_s": rates,
@@ -454,7 +633,7 @@ def warm_rate(progress: Sequence[Any]) -> float:
 def child_speed(spec: dict[str, Any]) -> None:
     """A long-lived worker at one master: one JSON command a line on stdin ({"engine", "run"})."""
     spark = start_session(spec["master"], spec["shuffle_partitions"])
-    reply({"ready": True, "operator": operator_info()})
+    reply({"ready": True, "operator": operator_info(spec["operator"])})
     for line in sys.stdin:
         command = json.loads(line)
         engine, checkpoint = command["engine"], os.path.join(spec["work"], f"ck-{command['run']}")
@@ -462,7 +641,7 @@ def child_speed(spec: dict[str, Any]) -> None:
         if engine == "ours":
             run = measure.run_query(ours(df, spec).output, "append", checkpoint)
         else:
-            run = measure.run_query(native(df), "update", checkpoint)
+            run = measure.run_query(native(df, spec), "update", checkpoint)
         shutil.rmtree(checkpoint, ignore_errors=True)
         reply({"engine": engine, "warm_rate": run.warm_rate(), "rate": run.rate(), "wall": run.wall,
                "batches": run.batches, "peak_rss": run.peak_rss})  # fmt: skip
@@ -500,7 +679,7 @@ def child_state(spec: dict[str, Any]) -> None:
             f"  {level['keys']:>12,} keys in state: touch batches {touch_text} s (run {wall:.0f} s)",
             flush=True,
         )
-    reply({"operator": operator_info(), "levels": results})
+    reply({"operator": operator_info(spec["operator"]), "levels": results})
 
 
 def child_main(kind: str, spec: dict[str, Any]) -> None:
@@ -577,9 +756,14 @@ def spread(values: Sequence[float]) -> str:
     return f"{measure.median(values):,.0f} [{min(values):,.0f}-{max(values):,.0f}]"
 
 
-def common_spec(args: argparse.Namespace, work: str) -> dict[str, Any]:
-    return {"work": work, "shuffle_partitions": args.shuffle_partitions,
-            "input_partitions": args.input_partitions, "buckets": args.buckets}  # fmt: skip
+def common_spec(args: argparse.Namespace, work: str, units: int) -> dict[str, Any]:
+    return {"work": work, "shuffle_partitions": args.shuffle_partitions, "operator": args.operator,
+            "units": units, "input_partitions": args.input_partitions, "buckets": args.buckets}  # fmt: skip
+
+
+def units_of(args: argparse.Namespace, keys: int) -> int:
+    """The units of a part's events: ``keys`` (its --*-keys) for keyed watermarks, else --units."""
+    return keys if args.operator == "keyed_watermarks" else args.units
 
 
 def print_stage(engine: str, k: int, shapes: list[dict[str, Any]], events: int) -> None:
@@ -602,15 +786,17 @@ def print_stage(engine: str, k: int, shapes: list[dict[str, Any]], events: int) 
 
 
 def part_shape(args: argparse.Namespace, work: str) -> dict[str, Any]:
-    events = args.shape_events_per_batch
+    events, units = args.shape_events_per_batch, units_of(args, args.shape_keys)
+    unit_name = OPERATORS[args.operator].unit_name
     print(
-        f"\n== 1. Shape: {args.shape_batches} batches x {events:,} events, {args.shape_keys:,} uniform keys, "
+        f"\n== 1. Shape of {args.operator}: {args.shape_batches} batches x {events:,} events, {units:,} "
+        f"uniform {unit_name}, "
         f"local[2], {args.shuffle_partitions} shuffle partitions, event log ==",
         flush=True,
     )
     path = os.path.join(work, "shape.parquet")
-    uniform_events(path, args.shape_batches, events, args.shape_keys, seed=11)
-    result = run_child("shape", {**common_spec(args, work), "path": path}, "shape")
+    uniform_events(path, args.shape_batches, events, units, 11, args.operator)
+    result = run_child("shape", {**common_spec(args, work, units), "path": path}, "shape")
     print(f"operator: {result['operator']['file']} (buckets: "
           f"{'yes' if result['operator']['buckets_supported'] else 'no'})")  # fmt: skip
     for engine in ("ours", "native"):
@@ -667,19 +853,22 @@ def part_shape(args: argparse.Namespace, work: str) -> dict[str, Any]:
 
 def part_speed(args: argparse.Namespace, work: str) -> dict[str, Any]:
     masters = ("local[1]", "local[2]")
-    events = args.speed_events_per_batch
+    events, units = args.speed_events_per_batch, units_of(args, args.speed_keys)
+    unit_name = OPERATORS[args.operator].unit_name
     print(
-        f"\n== 2. Speed: {args.speed_batches} batches x {events:,} events, {args.speed_keys:,} uniform keys, "
+        f"\n== 2. Speed of {args.operator}: {args.speed_batches} batches x {events:,} events, {units:,} "
+        f"uniform {unit_name}, "
         f"{args.shuffle_partitions} shuffle partitions, {args.rounds} alternating rounds ==",
         flush=True,
     )
     path = os.path.join(work, "speed.parquet")
-    uniform_events(path, args.speed_batches, events, args.speed_keys, seed=13)
+    uniform_events(path, args.speed_batches, events, units, 13, args.operator)
     workers: dict[str, Child] = {}
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {m: {"ours": [], "native": []} for m in masters}
     try:
         for m in masters:
-            workers[m] = Child("speed", {**common_spec(args, work), "path": path, "master": m}, f"speed-{m}")
+            spec = {**common_spec(args, work, units), "path": path, "master": m}
+            workers[m] = Child("speed", spec, f"speed-{m}")
             workers[m].result()  # the session is up
         for r in range(args.rounds):
             for m in masters if r % 2 == 0 else masters[::-1]:  # the masters take turns going first
@@ -708,6 +897,11 @@ def part_speed(args: argparse.Namespace, work: str) -> dict[str, Any]:
             f"  {e:6s}  local[1] {one:>26s}   local[2] {two:>26s}   gain {gain[e]:+.0%} "
             f"(per round: {per_round})"
         )
+    for e in ("ours", "native"):
+        peaks = ", ".join(
+            f"{m} {measure.median([x['peak_rss'] for x in runs[m][e]]) / 2**20:,.0f} MiB" for m in masters
+        )
+        print(f"  {e:6s}  peak memory of the process tree, median: {peaks}")
     at_two = measure.median(rate["local[2]"]["ours"]) / measure.median(rate["local[2]"]["native"])
     print(f"our_gain / native_gain = {ratio:.2f} (target >= 0.8); ours/native at local[2]: {at_two:.2f}x")
     return {"rates": rate, "gain": gain, "paired_gain": paired, "gain_ratio": ratio, "runs": runs}
@@ -739,7 +933,7 @@ def part_state(args: argparse.Namespace, work: str, clock: bool) -> dict[str, An
     print(f"  (trace written in {time.perf_counter() - started:.0f} s)", flush=True)
     child_work = os.path.join(work, name)
     os.makedirs(child_work)
-    spec = {**common_spec(args, child_work), "path": path, "levels": levels, "clock": clock}
+    spec = {**common_spec(args, child_work, 0), "path": path, "levels": levels, "clock": clock}
     result = run_child("state", spec, name)
     header = ("keys in state", "s/batch median [min-max]", "addBatch s", "events/s", "B/key latest",
               "B/key state/", "B/key live SST", "RocksDB keys", "calls per batch")  # fmt: skip
@@ -780,10 +974,18 @@ def print_load(when: str) -> list[float]:
 
 
 def resolve(args: argparse.Namespace) -> argparse.Namespace:
-    """Fills the sizes not given on the command line from the quick or the full mode."""
+    """Fills the sizes not given on the command line from the quick or the full mode, and the
+    parts: the state parts pre-load keys, so only keyed watermarks has them."""
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    keyed = args.operator == "keyed_watermarks"
+    if args.parts is None:
+        args.parts = list(PARTS) if keyed else ["shape", "speed"]
+    elif not keyed and {"state", "clock"} & set(args.parts):
+        raise SystemExit(
+            f"--parts state and clock measure keys in state: keyed_watermarks only, not {args.operator}"
+        )
     return args
 
 
@@ -791,7 +993,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a few minutes in all")
     parser.add_argument("--json", help="also write the figures to this file")
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--operator", choices=sorted(OPERATORS), default="keyed_watermarks")
+    parser.add_argument(
+        "--units", type=int, default=64, help="partitions or sources of the other operators (keyed: --*-keys)"
+    )
+    parser.add_argument("--parts", nargs="+", choices=PARTS, help="default: all (the operator's own)")
     parser.add_argument("--shuffle-partitions", type=int, default=8)
     parser.add_argument("--input-partitions", type=int, default=2, help="trace source partitions per batch")
     parser.add_argument("--buckets", type=int, help="passed when the operator takes it (default: its own)")
