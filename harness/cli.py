@@ -1,0 +1,401 @@
+"""``eventtime-conformance``: test vectors, engines and reports from the command line.
+
+    eventtime-conformance areas                          # the spec areas, their clauses and tables
+    eventtime-conformance clauses late_data              # the clauses of an area
+    eventtime-conformance export                         # rewrite the committed set under vectors/
+    eventtime-conformance export --check                 # exit 1 when vectors/ is stale
+    eventtime-conformance export big.arrow --areas late_data --generated 1000 --seed 7 --no-features
+    eventtime-conformance run vectors --engine reference
+    eventtime-conformance run vectors --command "node examples/late_data_engine.js" --areas late_data
+    eventtime-conformance run big.arrow --command "my-engine {cases} {answers}" --case-format arrow
+    eventtime-conformance check vectors --outputs outputs.jsonl
+    eventtime-conformance report vectors --outputs outputs.jsonl -o report.md
+
+Exit codes: 0 every case checked passed (cases an engine declines are
+skipped, not failed); 1 a case failed (a wrong answer, a timeout, a crash,
+malformed output, no answer) or ``export --check`` found the committed set
+stale; 2 bad input (usage, an unreadable vector or outputs file); 3 the
+engine could not be loaded or its command not started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.clauses import load_clauses
+from harness.outputs import TABLES
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ENGINE = 0, 1, 2, 3
+PROG = "eventtime-conformance"
+DEFAULT_VECTORS = "vectors"
+
+
+class UsageError(Exception):
+    pass
+
+
+def _out(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# ---- areas and clauses --------------------------------------------------------------------
+
+
+def _clauses_by_area(project: Path) -> dict[str, list[Any]]:
+    """Clauses of spec/<area>.md per area (TR-* under "traces"); empty without a spec folder."""
+    out: dict[str, list[Any]] = {}
+    for clause in load_clauses(project / "spec"):
+        out.setdefault(clause.file.removesuffix(".md"), []).append(clause)
+    return out
+
+
+def cmd_areas(args: argparse.Namespace) -> int:
+    clauses = _clauses_by_area(Path(args.project))
+    if args.json:
+        listing = {
+            area: {
+                "tables": {table: list(columns) for table, columns in TABLES[area].items()},
+                "clauses": [c.id for c in clauses.get(area, [])],
+            }
+            for area in TABLES
+        }
+        _out(json.dumps(listing, indent=2))
+        return EXIT_OK
+    for area in TABLES:
+        ids = [c.id for c in clauses.get(area, [])]
+        span = f"{ids[0]} .. {ids[-1]} ({len(ids)} clauses)" if ids else "(no spec/ folder here)"
+        _out(f"{area}: {span}")
+        for table, columns in TABLES[area].items():
+            _out(f"    {table}: {', '.join(columns)}")
+    return EXIT_OK
+
+
+def cmd_clauses(args: argparse.Namespace) -> int:
+    by_area = _clauses_by_area(Path(args.project))
+    if not by_area:
+        raise UsageError(f"no clause headings under {Path(args.project) / 'spec'}; run from a checkout")
+    unknown = [a for a in args.areas if a not in by_area]
+    if unknown:
+        raise UsageError(f"unknown areas {unknown}; known: {sorted(by_area)}")
+    for area in args.areas or list(by_area):
+        for c in by_area[area]:
+            _out(f"{c.id}\t{c.title}\t(spec/{c.file})")
+    return EXIT_OK
+
+
+# ---- export ------------------------------------------------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from harness.vector_export import (
+        COMMITTED_GENERATED,
+        COMMITTED_SEED,
+        committed_files,
+        feature_vectors,
+        generated_vectors,
+    )
+    from harness.vectors import ARROW_SUFFIXES, JSONL_SUFFIX, read_vectors, vector_json, write_vectors
+
+    project = Path(args.project)
+    areas = _areas(args.areas)
+    out = Path(args.out) if args.out else project / DEFAULT_VECTORS
+    committed = (
+        not args.areas and args.features and args.generated is None and args.seed is None and out.suffix == ""
+    )
+    files: dict[str, tuple[list[Any], dict[str, Any]]]
+    if committed:
+        files = committed_files(project)
+    else:
+        count = COMMITTED_GENERATED if args.generated is None else args.generated
+        seed = COMMITTED_SEED if args.seed is None else args.seed
+        cases = (feature_vectors(project, areas) if args.features else []) + generated_vectors(
+            project, areas, count, seed
+        )
+        header = {"origin": f"{PROG} export", "seed": seed, "traces": count}
+        if out.suffix in (JSONL_SUFFIX, *ARROW_SUFFIXES):
+            files = {"": (cases, header)}
+        else:
+            suffix = ".arrow" if args.format == "arrow" else JSONL_SUFFIX
+            files = {f"{area}{suffix}": ([c for c in cases if c.area == area], header) for area in areas}
+            files = {k: v for k, v in files.items() if v[0]}
+    targets = {(out / name if name else out): content for name, content in files.items()}
+    if args.check:
+        return _check_export(out, targets, read_vectors, vector_json)
+    for path, (cases, header) in targets.items():
+        write_vectors(path, cases, **header)
+    if committed:
+        for stale in sorted(
+            set((out / "features").glob("*.jsonl")) | set((out / "generated").glob("*.jsonl"))
+        ):
+            if stale not in targets:
+                stale.unlink()
+    total = sum(len(c) for c, _ in targets.values())
+    _out(f"wrote {total} cases to {len(targets)} file{'s' if len(targets) != 1 else ''} under {out}")
+    return EXIT_OK
+
+
+def _check_export(
+    out: Path,
+    targets: dict[Path, tuple[list[Any], dict[str, Any]]],
+    read: Callable[..., Any],
+    as_json: Callable[..., Any],
+) -> int:
+    """Compares what an export would write with the files on disk, case by case."""
+    problems = []
+    for path, (cases, _) in targets.items():
+        if not path.is_file():
+            problems.append(f"{path}: missing ({len(cases)} cases would be written)")
+            continue
+        on_disk = {v.id: as_json(v) for v in read([path]).vectors}
+        fresh = {v.id: as_json(v) for v in cases}
+        for case_id in fresh.keys() - on_disk.keys():
+            problems.append(f"{path}: case {case_id} is new")
+        for case_id in on_disk.keys() - fresh.keys():
+            problems.append(f"{path}: case {case_id} is gone")
+        for case_id in fresh.keys() & on_disk.keys():
+            if fresh[case_id] != on_disk[case_id]:
+                what = [k for k in fresh[case_id] if fresh[case_id].get(k) != on_disk[case_id].get(k)]
+                problems.append(f"{path}: case {case_id} differs in {', '.join(what)}")
+    if problems:
+        _out(f"{out} is stale ({len(problems)} differences); `{PROG} export` rewrites it:")
+        for p in sorted(problems):
+            _out(f"  {p}")
+        return EXIT_FAILED
+    _out(f"{out} is up to date ({sum(len(c) for c, _ in targets.values())} cases)")
+    return EXIT_OK
+
+
+def _areas(given: Sequence[str] | None) -> list[str]:
+    unknown = [a for a in given or () if a not in TABLES]
+    if unknown:
+        raise UsageError(f"unknown areas {unknown}; known: {list(TABLES)}")
+    return list(given) if given else list(TABLES)
+
+
+# ---- run, check, report -----------------------------------------------------------------------
+
+
+def _load(args: argparse.Namespace) -> Any:
+    """The selected cases: --areas and --case (shell patterns over ids) narrow the files' cases."""
+    from harness.vectors import VectorSet, read_vectors
+
+    found = read_vectors(args.vectors)
+    areas = set(_areas(args.areas))
+    chosen = [
+        v
+        for v in found.vectors
+        if v.area in areas and (not args.case or any(fnmatch.fnmatchcase(v.id, p) for p in args.case))
+    ]
+    if not chosen:
+        raise UsageError(f"no case of {args.vectors} matches --areas/--case")
+    return VectorSet(chosen, {v.id: found.sources[v.id] for v in chosen})
+
+
+def _progress_bar(total: int, args: argparse.Namespace, what: str) -> Any:
+    from tqdm import tqdm
+
+    # disable=None: a bar on a terminal only, so CI logs stay clean
+    return tqdm(
+        total=total, desc=what, unit="case", file=sys.stderr, disable=True if args.no_progress else None
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.engine import load_engine
+    from harness.engine_runner import CommandEngine, EngineStartError, run_in_process
+    from harness.vectors import write_outputs
+
+    if bool(args.engine) == bool(args.command):
+        raise UsageError("give exactly one of --engine NAME (in process) or --command 'CMD' (a process)")
+    selected = _load(args)
+    started = time.monotonic()
+    if args.command:
+        engine_name = args.command
+        command = CommandEngine(args.command, timeout=args.timeout, case_format=args.case_format)
+        with _progress_bar(len(selected.vectors), args, "cases") as bar:
+            try:
+                results = command.run(selected.vectors, progress=bar.update)
+            except EngineStartError as e:
+                _err(f"{PROG}: {e}")
+                return EXIT_ENGINE
+        note = f"{command.starts} engine process{'es' if command.starts != 1 else ''}"
+    else:
+        engine_name = args.engine
+        try:
+            engine = load_engine(args.engine)
+        except Exception as e:  # noqa: BLE001 - any import or construction error of a third-party engine
+            _err(f"{PROG}: engine {args.engine!r} could not be loaded: {type(e).__name__}: {e}")
+            return EXIT_ENGINE
+        with _progress_bar(len(selected.vectors), args, "cases") as bar:
+            results = run_in_process(engine, selected.vectors, args.batch_size, progress=bar.update)
+        note = "in process"
+    _out(f"ran {len(selected.vectors)} cases on {engine_name} ({note}) in {time.monotonic() - started:.1f} s")
+    if args.output:
+        write_outputs(Path(args.output), selected.vectors, results, engine_name)
+        _out(f"answers written to {args.output}")
+    return _finish(selected.vectors, results, engine_name, args)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from harness.vectors import read_outputs
+
+    selected = _load(args)
+    header, results = read_outputs(Path(args.outputs), selected)
+    return _finish(selected.vectors, results, str(header.get("engine", args.outputs)), args)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.vector_check import check_all, markdown_report
+    from harness.vectors import read_outputs
+
+    selected = _load(args)
+    header, results = read_outputs(Path(args.outputs), selected)
+    outcomes = check_all(selected.vectors, results)
+    text = markdown_report(outcomes, str(header.get("engine", args.outputs)), args.vectors)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf-8")
+        _out(f"report written to {args.output}")
+    return EXIT_FAILED if any(o.status == "fail" for o in outcomes) else EXIT_OK
+
+
+def _finish(vectors: Sequence[Any], results: dict[str, Any], engine: str, args: argparse.Namespace) -> int:
+    from harness.vector_check import check_all, failure_text, markdown_report, summary_line
+
+    outcomes = check_all(vectors, results)
+    failed = [o for o in outcomes if o.status == "fail"]
+    for o in failed[: args.max_failures]:
+        _out("")
+        _out(failure_text(o))
+    if len(failed) > args.max_failures:
+        _out(
+            f"\n... and {len(failed) - args.max_failures} more failing cases (--max-failures, or the report)"
+        )
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(markdown_report(outcomes, engine, args.vectors), encoding="utf-8")
+        _out(f"report written to {args.report}")
+    _out("")
+    _out(f"{engine}: {summary_line(outcomes)}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+# ---- the parser -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Portable test vectors of the event-time conformance suite: export them, run an "
+        "engine over them, check its answers (spec/vectors.md, spec/engine-protocol.md).",
+        epilog="exit codes: 0 all cases passed, 1 a case failed or the committed set is stale, "
+        "2 bad input, 3 the engine could not be started",
+    )
+    parser.add_argument(
+        "--project", default=".", help="the checkout (spec/, features/, properties/); default: ."
+    )
+    sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("areas", help="list the spec areas, their clause ranges and output tables")
+    p.add_argument("--json", action="store_true", help="as JSON: tables with columns, clause ids")
+    p.set_defaults(func=cmd_areas)
+
+    p = sub.add_parser("clauses", help="list the clauses (id, title, spec file) of some or all areas")
+    p.add_argument("areas", nargs="*", help="areas (default: all, and spec/traces.md)")
+    p.set_defaults(func=cmd_clauses)
+
+    p = sub.add_parser("export", help="export vectors from the scenarios and generated traces")
+    p.add_argument("out", nargs="?", help=f"a folder (one file per area) or a .jsonl/.arrow file; default: "
+                   f"{DEFAULT_VECTORS}/, the committed set")  # fmt: skip
+    p.add_argument("--areas", nargs="+", metavar="AREA", help="only these areas")
+    p.add_argument("--no-features", dest="features", action="store_false", help="no scenario cases")
+    p.add_argument("--generated", type=int, metavar="N", help="generated traces per area (default 6)")
+    p.add_argument("--seed", type=int, help="seed of the generated traces (default 0)")
+    p.add_argument("--format", choices=("jsonl", "arrow"), default="jsonl", help="file format in a folder")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the files differ")
+    p.set_defaults(func=cmd_export)
+
+    def selection(p: argparse.ArgumentParser) -> None:
+        p.add_argument("vectors", nargs="*", default=[DEFAULT_VECTORS], help="vector files or folders")
+        p.add_argument("--areas", nargs="+", metavar="AREA", help="only the cases of these areas")
+        p.add_argument(
+            "--case", action="append", metavar="PATTERN", help="only case ids matching (repeatable)"
+        )
+        p.add_argument("--max-failures", type=int, default=20, help="failing cases printed (default 20)")
+        p.add_argument("--report", metavar="FILE", help="also write the Markdown report there")
+
+    p = sub.add_parser("run", help="run an engine over vectors and check its answers")
+    selection(p)
+    p.add_argument("--engine", help="in process: reference, spark or package.module:attribute")
+    p.add_argument(
+        "--command",
+        help="an engine process, e.g. 'node examples/late_data_engine.js' (cases on stdin, answers on "
+        "stdout), or 'my-engine --in {cases} --out {answers}' (files)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds a command may go without answering (a {cases} command: for its whole run)",
+    )
+    p.add_argument(
+        "--case-format",
+        choices=("jsonl", "arrow"),
+        default="jsonl",
+        help="the file a command naming {cases} reads (it writes its answers to {answers})",
+    )
+    p.add_argument("--batch-size", type=int, default=200, help="cases per engine.run call in process")
+    p.add_argument("--output", metavar="FILE", help="write the answers there (the outputs file of `check`)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("check", help="check an outputs file against the vectors' expected outputs")
+    selection(p)
+    p.add_argument("--outputs", required=True, metavar="FILE", help="the engine's answers (JSON Lines)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("report", help="write the Markdown report of an outputs file")
+    p.add_argument("vectors", nargs="*", default=[DEFAULT_VECTORS], help="vector files or folders")
+    p.add_argument("--outputs", required=True, metavar="FILE", help="the engine's answers (JSON Lines)")
+    p.add_argument("--areas", nargs="+", metavar="AREA", help="only the cases of these areas")
+    p.add_argument("--case", action="append", metavar="PATTERN", help="only case ids matching (repeatable)")
+    p.add_argument("-o", "--output", metavar="FILE", help="where (default: standard output)")
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from harness.vector_export import ExportError
+    from harness.vectors import VectorFormatError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (UsageError, VectorFormatError, ExportError) as e:
+        _err(f"{PROG}: {e}")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        _err(f"{PROG}: interrupted")
+        return 130
+    except BrokenPipeError:  # a reader such as `head` stopped early: nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

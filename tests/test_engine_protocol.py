@@ -1,0 +1,148 @@
+"""The out-of-process engine protocol (spec/engine-protocol.md), driven as a user would.
+
+* The example adapter in Node (examples/late_data_engine.js) runs as a separate
+  process, started by the command-line tool, which itself runs as a process: it
+  passes the committed late-data vectors, and its deliberately faulty variant is
+  caught with a diff that names the case and the table.
+* A misbehaving engine (tests/fake_engine.py) costs only the cases it
+  misbehaves on: a hang is a timeout, an exit is a crash with its stderr, a bad
+  line is malformed output; the other cases still pass, and nothing hangs or
+  ends in a stack trace.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import EXIT_ENGINE, EXIT_FAILED, main
+from harness.engine_runner import CommandEngine
+from harness.vector_check import check_all
+from harness.vectors import read_vectors, vector_json
+
+ROOT = Path(__file__).resolve().parent.parent
+LATE_DATA_VECTORS = [str(ROOT / "vectors" / "features" / "late_data.jsonl"),
+                     str(ROOT / "vectors" / "generated" / "late_data.jsonl")]  # fmt: skip
+FAKE_ENGINE = [sys.executable, str(Path(__file__).with_name("fake_engine.py"))]
+
+
+def node() -> str:
+    found = shutil.which("node")
+    assert found, "the example adapter needs Node.js (node on PATH); README: Validate your engine"
+    return found
+
+
+def cli_process(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The installed console script's code, as a process of its own (no progress bar: not a terminal)."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.clauses("TR-8", "TR-9", "OXL-R4")
+def test_the_node_example_engine_passes_the_late_data_vectors() -> None:
+    command = f"{node()} examples/late_data_engine.js"
+    done = cli_process("run", *LATE_DATA_VECTORS, "--command", command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = done.stdout.strip().splitlines()[-1]
+    cases = len(read_vectors(LATE_DATA_VECTORS).vectors)
+    # the cases at the i64 ends are declined (JavaScript numbers); every other case passes
+    passed, failed, skipped = (int(part.split()[0]) for part in summary.split(": ")[1].split(", "))
+    assert (failed, passed + skipped) == (0, cases), summary
+    assert passed >= 30 and skipped <= 8, summary
+
+
+@pytest.mark.clauses("TR-8", "OXL-R4")
+def test_the_faulty_node_engine_is_caught_with_a_readable_diff(tmp_path: Path) -> None:
+    command = f"{node()} examples/late_data_engine.js --fault=boundary"
+    report = tmp_path / "report.md"
+    done = cli_process("run", *LATE_DATA_VECTORS, "--command", command, "--report", str(report))
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    out = done.stdout
+    case = "late_data/an-event-at-the-watermark-is-on-time-one-millisecond-below-it-is-late"
+    assert f"FAIL {case}" in out
+    assert "table 'events': 4 rows expected, 4 actual; first diverging row" in out
+    assert "expected: batch=1, seq=0, source=1, event_time=10000, watermark=10000, *verdict=on_time" in out
+    assert "actual:   batch=1, seq=0, source=1, event_time=10000, watermark=10000, *verdict=dropped" in out
+    assert "Traceback" not in out + done.stderr
+    text = report.read_text(encoding="utf-8")
+    assert f"### `{case}`" in text and "| OXL-R4 |" in text and "| FAIL |" in text
+
+
+def _cases_with_endings(tmp_path: Path, endings: list[str]) -> Path:
+    """Committed late-data cases renamed so that the fake engine misbehaves on some."""
+    source = read_vectors(LATE_DATA_VECTORS[:1]).vectors
+    lines = ['{"format": "eventtime-conformance-vectors", "version": 1}']
+    for vector, ending in zip(source, endings, strict=False):
+        case = vector_json(vector)
+        case["id"] = f"{vector.id}/{ending}"
+        lines.append(json.dumps(case))
+    path = tmp_path / "cases.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.clauses("TR-9")
+def test_hangs_crashes_and_bad_lines_cost_only_their_own_case(tmp_path: Path) -> None:
+    endings = ["ok-1", "hang", "ok-2", "crash", "ok-3", "garbage", "ok-4", "wrong-table", "ok-5"]
+    vectors = read_vectors([_cases_with_endings(tmp_path, endings)]).vectors
+    engine = CommandEngine(FAKE_ENGINE, timeout=3.0, cwd=ROOT)
+    results = engine.run(vectors)
+    outcomes = {o.id.rsplit("/", 1)[-1]: o for o in check_all(vectors, results)}
+    assert {e: outcomes[e].status for e in endings} == {
+        **{e: "pass" for e in endings if e.startswith("ok")},
+        **{e: "fail" for e in ("hang", "crash", "garbage", "wrong-table")},
+    }
+    assert outcomes["hang"].reason.startswith("timeout: no answer within 3 s")
+    assert (
+        outcomes["crash"].reason
+        == "crash: the engine exited with code 3 before answering this case; its stderr ends:"
+    )
+    assert outcomes["crash"].detail == "fake engine: out of memory (on purpose)"
+    # the process started after the crash answered ok-3 on its line 1, then wrote the bad line 2
+    assert outcomes["garbage"].reason.startswith("malformed: engine output line 2 is not a JSON answer")
+    assert outcomes["garbage"].reason.endswith(": this is not JSON")
+    assert "has no tables ['no_such_table']" in outcomes["wrong-table"].reason
+    assert engine.starts == 5  # a fresh process after each of the four misbehaviours
+
+
+@pytest.mark.clauses("TR-9")
+def test_an_engine_that_cannot_start_is_reported_not_retried_forever(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vectors = read_vectors([_cases_with_endings(tmp_path, ["a", "b", "c", "d", "e", "f"])]).vectors
+    engine = CommandEngine([*FAKE_ENGINE, "--crash-always"], timeout=5.0, cwd=ROOT)
+    outcomes = check_all(vectors, engine.run(vectors))
+    assert engine.starts == 3
+    assert [o.status for o in outcomes] == ["fail"] * 6
+    assert "exited with code 4" in outcomes[0].reason and "fake engine: cannot start" in outcomes[0].detail
+    assert outcomes[-1].reason.startswith("crash: not run: the engine failed 3 times in a row")
+    code = main(["run", str(tmp_path / "cases.jsonl"), "--command", "no-such-engine-command --serve"])
+    assert code == EXIT_ENGINE
+    assert "cannot start no-such-engine-command --serve" in capsys.readouterr().err
+
+
+@pytest.mark.clauses("TR-9")
+@pytest.mark.parametrize("case_format", ["jsonl", "arrow"])
+def test_an_engine_can_read_and_write_files(tmp_path: Path, case_format: str) -> None:
+    endings = ["ok-1", "garbage", "ok-2", "wrong-table", "ok-3", "crash", "ok-4"]
+    vectors = read_vectors([_cases_with_endings(tmp_path, endings)]).vectors
+    command = [*FAKE_ENGINE, "--files", "{cases}", "{answers}"]
+    engine = CommandEngine(command, timeout=60.0, cwd=ROOT, case_format=case_format)
+    outcomes = {o.id.rsplit("/", 1)[-1]: o for o in check_all(vectors, engine.run(vectors))}
+    assert [outcomes[e].status for e in endings] == ["pass", "fail", "pass", "fail", "pass", "fail", "fail"]
+    assert outcomes["garbage"].reason.startswith("malformed: answers file line 2 is not a JSON answer")
+    assert "has no tables ['no_such_table']" in outcomes["wrong-table"].reason
+    # one process for all: the crash ends it, so the case after it is not answered either
+    assert outcomes["crash"].reason.startswith("crash: the engine exited with code 3")
+    assert outcomes["ok-4"].reason.startswith("crash: the engine exited with code 3")
+    assert engine.starts == 1

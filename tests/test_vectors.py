@@ -1,0 +1,172 @@
+"""The portable test vectors (spec/vectors.md) through the command-line tool.
+
+* The committed set under vectors/ is what an export writes now (not stale), and it
+  passes on the engine under test: all of it on the oracle, a handful on Spark (the
+  suites already run everything on Spark).
+* Every deliberately wrong vector of tests/wrong_expectations.jsonl is rejected.
+* A malformed file stops with an error naming the file, the line and the problem.
+* Arrow IPC files hold the same cases as JSON Lines.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
+from harness.pytest_plugin import EngineHandle
+from harness.vector_check import check_all
+from harness.vectors import read_vectors, vector_json
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTORS = ROOT / "vectors"
+WRONG = Path(__file__).resolve().parent / "wrong_expectations.jsonl"
+
+# A handful of the committed set for Spark, one query of two micro-batches for both areas: boundary
+# verdicts, a Reassign budget, keyed state, and a refused configuration (answered before Spark starts).
+SPARK_SUBSET = (
+    "late_data/an-event-at-the-watermark-is-on-time-one-millisecond-below-it-is-late",
+    "late_data/reassign-keeps-an-event-late-by-at-most-the-budget-at-the-watermark",
+    "keyed_watermarks/a-slow-tenant-is-judged-by-its-own-watermark",
+    "watermark_propagation/a-graph-with-a-cycle-is-refused-when-it-is-built/a-a",
+)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["--project", str(ROOT), *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.clauses("TR-8", "TR-13")
+def test_the_committed_vectors_are_what_an_export_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "export", str(VECTORS), "--check")
+    assert code == EXIT_OK, out
+    assert "up to date" in out
+
+
+@pytest.mark.clauses("TR-8", "TR-9")
+def test_the_committed_vectors_pass_on_the_engine(
+    engine: EngineHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases: list[str] = []
+    if engine.id == "spark":
+        committed = {v.id for v in read_vectors([VECTORS]).vectors}
+        assert set(SPARK_SUBSET) <= committed, sorted(set(SPARK_SUBSET) - committed)
+        cases = [arg for case_id in SPARK_SUBSET for arg in ("--case", case_id)]
+    code, out, err = run_cli(capsys, "run", str(VECTORS), "--engine", engine.id, "--no-progress", *cases)
+    assert code == EXIT_OK, out + err
+    summary = out.strip().splitlines()[-1]
+    expected = len(SPARK_SUBSET) if engine.id == "spark" else len(read_vectors([VECTORS]).vectors)
+    assert summary.endswith(f": {expected} passed, 0 failed, 0 skipped"), summary
+
+
+@pytest.mark.clauses("TR-8")
+def test_every_wrong_vector_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = read_vectors([WRONG]).vectors
+    assert len(wrong) >= 5 and all(v.note.startswith("deliberately wrong") for v in wrong)
+    outputs = tmp_path / "oracle.jsonl"
+    code, out, _ = run_cli(capsys, "run", str(WRONG), "--engine", "reference", "--output", str(outputs))
+    assert code == EXIT_FAILED
+    assert out.strip().splitlines()[-1] == f"reference: 0 passed, {len(wrong)} failed, 0 skipped"
+    for v in wrong:
+        assert f"FAIL {v.id}" in out
+    # the same answers, checked from the outputs file: each case fails on its own
+    code, out, _ = run_cli(capsys, "check", str(WRONG), "--outputs", str(outputs))
+    assert code == EXIT_FAILED
+    from harness.vectors import read_outputs
+
+    _, results = read_outputs(outputs, read_vectors([WRONG]))
+    assert [o.status for o in check_all(wrong, results)] == ["fail"] * len(wrong)
+
+
+def _case_line(**changes: Any) -> str:
+    """A real case of the committed set as one JSON line, with fields replaced."""
+    lines = (VECTORS / "features" / "late_data.jsonl").read_text(encoding="utf-8").splitlines()
+    case = json.loads(lines[1])
+    for path, value in changes.items():
+        *parents, last = path.split("__")
+        node = case
+        for p in parents:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        node[int(last) if isinstance(node, list) else last] = value
+    return json.dumps(case)
+
+
+HEADER = '{"format": "eventtime-conformance-vectors", "version": 1}'
+MALFORMED = {
+    "not JSON": ([HEADER, _case_line(), '{"id": "x", '], ":3: not valid JSON"),
+    "NaN": ([HEADER, _case_line().replace('"event_time": 9999', '"event_time": NaN')], ":2: not valid JSON"),
+    "duplicate key": ([HEADER, '{"id": "a", "id": "b"}'], "duplicate key 'id'"),
+    "no header": ([_case_line()], ":1: the first line must be the header"),
+    "newer version": ([HEADER.replace("1}", "2}")], "format version 2 is not supported"),
+    "unknown item kind": (
+        [HEADER, _case_line(trace__batches__1__0__kind="teleport")],
+        ":2: case 'late_data/an-event-at-the-watermark-is-on-time-one-millisecond-below-it-is-late': "
+        "batch 1 item 0: unknown item kind 'teleport'",
+    ),
+    "unknown item field": (
+        [HEADER, _case_line(trace__batches__1__0__colour="red")],
+        "unknown fields ['colour']",
+    ),
+    "a time as text": (
+        [HEADER, _case_line(trace__batches__1__0__event_time="10s")],
+        "event_time must be an integer",
+    ),
+    "bad restart point": (
+        [HEADER, _case_line(trace__restart_after=[7])],
+        "restart_after=7 must name a batch",
+    ),
+    "wrong columns": (
+        [HEADER, _case_line(expected__tables__errors__columns=["batch", "reason"])],
+        "table 'errors': columns must be ['batch', 'seq', 'reason']",
+    ),
+    "short row": ([HEADER, _case_line(expected__tables__progress__rows=[[0, 1]])], "row 0 has 2 cells"),
+    "a table missing": (
+        [HEADER, _case_line(expected__tables={})],
+        "tables ['events', 'side_outputs', 'windows', 'progress', 'errors'] are missing",
+    ),
+    "unknown area": ([HEADER, _case_line(area="joins")], "unknown area 'joins'"),
+    "code in a field": (
+        [HEADER, _case_line(trace__config="__import__('os').system('true')")],
+        "field 'config' must be an object",
+    ),  # fmt: skip
+    "twice the same id": ([HEADER, _case_line(), _case_line()], ":3: case id 'late_data/an-event-at-the"),
+}
+
+
+@pytest.mark.clauses("TR-3")
+@pytest.mark.parametrize("problem", list(MALFORMED))
+def test_a_malformed_vector_file_is_refused_naming_the_line(
+    problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines, message = MALFORMED[problem]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run_cli(capsys, "run", str(path), "--engine", "reference")
+    assert code == EXIT_BAD_INPUT
+    assert err.startswith(f"eventtime-conformance: {path}:"), err
+    assert message in err
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.clauses("TR-1", "TR-13")
+def test_arrow_files_hold_the_same_cases_as_json_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--areas", "eventtime_buffer", "--generated", "20", "--seed", "5"]
+    code, _, err = run_cli(capsys, "export", str(tmp_path / "big.arrow"), *common)
+    assert code == EXIT_OK, err
+    code, _, err = run_cli(capsys, "export", str(tmp_path / "big.jsonl"), *common)
+    assert code == EXIT_OK, err
+    arrow, jsonl = read_vectors([tmp_path / "big.arrow"]), read_vectors([tmp_path / "big.jsonl"])
+    assert len(arrow.vectors) > 60  # the area's scenarios and 20 generated traces
+    assert [vector_json(v) for v in arrow.vectors] == [vector_json(v) for v in jsonl.vectors]
+    code, out, _ = run_cli(capsys, "run", str(tmp_path / "big.arrow"), "--engine", "reference")
+    assert code == EXIT_OK, out
+    (tmp_path / "broken.arrow").write_bytes(b"ARROW1 but not really")
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "broken.arrow"), "--engine", "reference")
+    assert code == EXIT_BAD_INPUT and "not an Arrow IPC file" in err
