@@ -516,11 +516,15 @@ def test_spark_state_layout_is_versioned() -> None:
 
 
 @pytest.mark.clauses("F065-R5", "F065-R10")
-def test_spark_on_the_rate_source_an_idle_key_stops_holding_the_global_watermark(tmp_path: Any) -> None:
+@pytest.mark.parametrize("processing_time_col", ["current_timestamp", "timestamp"])
+def test_spark_on_the_rate_source_an_idle_key_stops_holding_the_global_watermark(
+    tmp_path: Any, processing_time_col: str
+) -> None:
     """Spark's ``rate`` source, no clock rows: processing time is each micro-batch's start
-    (``processing_time_col="current_timestamp"``). Key ``quiet`` sends the first rows, then
-    only ``busy`` does; once a micro-batch starts more than the idle timeout after quiet's
-    last row, quiet is idle and the global watermark follows busy (F065-R5, R10)."""
+    (``"current_timestamp"``) or the source's own arrival column (``"timestamp"``, the time
+    the rate source made the row). Key ``quiet`` sends the first rows, then
+    only ``busy`` does; once processing time passes quiet's last row by more than the idle
+    timeout, quiet is idle and the global watermark follows busy (F065-R5, R10)."""
     import time
 
     from pyspark.sql import functions as F
@@ -534,10 +538,11 @@ def test_spark_on_the_rate_source_an_idle_key_stops_holding_the_global_watermark
     source = source.select(
         F.when(F.col("value") < quiet_rows, "quiet").otherwise("busy").alias("key"),
         (F.col("value") * 1000).alias("event_time"),
+        "timestamp",
     )
     kw = keyed_watermarks(
         source, key_col="key", event_time_col="event_time", bounded_delay_ms=delay,
-        idle_timeout_ms=timeout, processing_time_col="current_timestamp", buckets=4,
+        idle_timeout_ms=timeout, processing_time_col=processing_time_col, buckets=4,
     )  # fmt: skip
     sink, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
     query = (

@@ -1156,9 +1156,12 @@ def keyed_watermarks(
     if time_col:
         cols.append(long_or_zero(time_col).alias("kw_time"))
         cols.append(F.col(time_col).isNull().alias("kw_time_null"))
+    if processing_time_col is not None:
+        cols.append(processing_time(fields, processing_time_col).alias("kw_processing_time"))
     rows = df.select(*cols)
     if processing_time_col is not None:
-        rows = with_ticks(rows, processing_time(fields, processing_time_col), "kw_")
+        # The time is read from the projection: the input's own columns are gone by then.
+        rows = with_ticks(rows, F.col("kw_processing_time"), "kw_").drop("kw_processing_time")
     kind = F.col("kw_kind") if kind_col or processing_time_col else F.lit("event")
     key_hash = F.xxhash64(F.col("kw_key"))
     whole = _streams_with_max_keys(default, per_stream)

@@ -158,7 +158,8 @@ def with_ticks(rows: Any, time: Any, prefix: str) -> Any:
 
     ``rows`` has the operator's internal columns named ``prefix`` + sid, batch and, when
     present, seq, et, et_null, value; this adds kind, time and time_null (an input row is
-    an event; the operator's own kind column, if any, is replaced)."""
+    an event; the operator's own kind column, if any, is replaced). ``time`` is an
+    expression over ``rows`` (project ``processing_time`` into them first)."""
     from pyspark.sql import functions as F
 
     rows = (
