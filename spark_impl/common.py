@@ -95,21 +95,41 @@ class OutputRows:
     def masked_frame(self, mask_col: str) -> pd.DataFrame:
         """As ``frame`` but every long column is plain int64 (0 where null) and ``mask_col``
         holds the nulls, bit i for the i-th long column: pandas turns a nullable long that
-        crosses into another Python stage into a float, which loses precision past 2**53."""
+        crosses into another Python stage into a float, which loses precision past 2**53.
+        Built straight from the pieces (no nullable frame first): it runs on every call."""
         total = sum(n for n, _ in self.pieces)
-        full = self.frame()
-        nulls = np.zeros(total, np.int64)
         longs = [c for c in self.columns if c not in self.string_cols and c != "stream_id"]
         if len(longs) > 63:
             raise ValueError("masked_frame: at most 63 long columns fit one mask")
-        data: dict[str, Any] = {}
+        nulls = np.zeros(total, np.int64)
+        data: dict[str, np.ndarray] = {}
         for c in self.columns:
             if c in self.string_cols or c == "stream_id":
-                data[c] = full[c]
+                text = np.empty(total, dtype=object)
+                start = 0
+                for n, cols in self.pieces:
+                    v = self.stream_id if c == "stream_id" else cols.get(c)
+                    if v is not None:
+                        text[start : start + n] = v
+                    start += n
+                data[c] = text
                 continue
-            arr = full[c].array
-            nulls |= np.asarray(arr.isna(), np.int64) << longs.index(c)
-            data[c] = arr.to_numpy(dtype=np.int64, na_value=0)
+            bit = np.int64(1) << np.int64(longs.index(c))
+            values = np.zeros(total, np.int64)
+            start = 0
+            for n, cols in self.pieces:
+                v = cols.get(c)
+                part = slice(start, start + n)
+                if v is None:
+                    nulls[part] |= bit
+                elif isinstance(v, tuple):
+                    values[part] = v[0]
+                    nulls[part] |= np.where(np.asarray(v[1], bool), bit, np.int64(0))
+                else:
+                    values[part] = v
+                start += n
+            values[(nulls & bit) != 0] = 0
+            data[c] = values
         data[mask_col] = nulls
         return pd.DataFrame(data, copy=False)
 
