@@ -224,19 +224,121 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     check_generated(engine_under_test, *DIFFERENTIAL)
 
 
-# ---- the Spark operator's state layout (OXL-R18, DESIGN: versioned state) -------------------
+# ---- the Spark operator's state layout (OXL-R18: versioned state) -------------------
 
 
 @pytest.mark.clauses("OXL-R18")
 def test_spark_state_layout_is_versioned() -> None:
-    """A checkpoint of another layout version is refused with both versions named, never misread."""
+    """A checkpoint of another layout version, or of another bucket count, is refused with both
+    values named, never misread; a source's entry keeps its watermark and open windows."""
     import numpy as np
 
-    from spark_impl.late_data import LAYOUT_VERSION, StreamState
+    from spark_impl.late_data import LAYOUT_VERSION, BucketState, StreamState, pack_source, unpack_sources
 
-    state = StreamState(clock=5, position=2, windows=np.array([[1, 0, 0, 1000, 3]], np.int64))
-    stored = state.to_tuple()
-    assert StreamState.from_tuple(stored).to_tuple() == stored
-    newer = (LAYOUT_VERSION + 1, *stored[1:])
-    with pytest.raises(RuntimeError, match=f"version {LAYOUT_VERSION + 1}.*version {LAYOUT_VERSION} only"):
-        StreamState.from_tuple(newer)
+    bucket = BucketState(3, clock=5).to_tuple()
+    assert BucketState.from_tuple(bucket, 3).to_tuple() == bucket
+    stream = StreamState(3, np.arange(5, dtype=np.int64), open_windows=2, position=7).to_tuple()
+    assert StreamState.from_tuple(stream, 3).to_tuple() == stream
+    newer = LAYOUT_VERSION + 1
+    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
+        BucketState.from_tuple((newer, *bucket[1:]), 3)
+    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple((newer, *stream[1:]), 3)
+    with pytest.raises(RuntimeError, match="buckets 3.*buckets 4 only"):
+        BucketState.from_tuple(bucket, 4)
+    with pytest.raises(RuntimeError, match="buckets 3.*buckets 8 only"):
+        StreamState.from_tuple(stream, 8)
+    windows = np.array([[0, 1000, 3], [I64_MAX - 7, I64_MAX, 1]], np.int64)
+    loaded = unpack_sources(
+        [(1, False), (0, True), (2, False)],
+        [pack_source(I64_MAX, windows), pack_source(None, windows[:1]), None],
+        9,
+    )
+    assert loaded.clock == 9
+    assert loaded.sources.tolist() == [[1, 0, I64_MAX]]
+    assert loaded.windows.tolist() == [
+        [1, 0, 0, 1000, 3],
+        [1, 0, I64_MAX - 7, I64_MAX, 1],
+        [0, 1, 0, 1000, 3],
+    ]
+
+
+# ---- the Spark operator on its own: sources spread over buckets, a fixed bucket count -------
+
+
+def _spread_trace() -> Trace:
+    """Twelve sources and the unnamed one; windows close per source, late events of even sources
+    go to the side channel while odd sources keep their window open."""
+    from harness.traces import Item
+
+    sources: list[int | None] = [*range(12), None]
+    first = [Item("clock", time=10)]
+    for s in sources:
+        first += [Item("event", source=s, event_time=50 + (s or 0)), Item("watermark", source=s, time=1000)]
+        first += [Item("event", source=s, event_time=500)]
+    second = [Item("clock", time=5)]
+    for s in sources:
+        if (s or 0) % 2 == 0:
+            second.append(Item("watermark", source=s, time=1600))
+        second += [Item("event", source=s, event_time=200), Item("event", source=s, event_time=1700)]
+    third = [
+        i
+        for s in sources
+        for i in (Item("event", source=s, event_time=300), Item("watermark", source=s, time=2600))
+    ]
+    fourth = [Item("event", source=0, event_time=3000)]
+    config = {"policy": "SideOutput", "channel": "late", "window_size": 1000, "allowed_lateness": 500}
+    return Trace("late_data", config, (tuple(first), tuple(second), tuple(third), tuple(fourth)))
+
+
+@pytest.mark.clauses("OXL-R2", "OXL-R12", "OXL-R14", "OXL-R17", "OXL-R18")
+def test_spark_spreads_sources_over_buckets_and_refuses_another_bucket_count(tmp_path: Any) -> None:
+    """``late_data`` on the trace source with 4 buckets and no ``batch_col`` (the batch is the
+    micro-batch's start instant): its tables equal the oracle's, side-output positions running
+    on across buckets and batches; a restart on its checkpoint with 5 buckets is refused."""
+    import pyarrow as pa
+    from pyspark.errors import StreamingQueryException
+
+    from spark_impl.late_data import late_data
+    from spark_impl.session import get_spark
+    from spark_impl.trace_source import SOURCE_NAME, write_trace_file
+
+    trace = _spread_trace()
+    rows: dict[str, list[Any]] = {c: [] for c in ("batch", "seq", "kind", "source", "event_time", "time")}
+    for b, batch in enumerate(trace.batches):
+        for seq, item in enumerate(batch):
+            for c, v in zip(rows, (b, seq, item.kind, item.source, item.event_time, item.time), strict=True):
+                rows[c].append(v)
+    path = str(tmp_path / "rows.parquet")
+    write_trace_file(path, pa.table(rows, schema=pa.schema([(c, pa.string() if c == "kind" else pa.int64())
+                                                              for c in rows])))  # fmt: skip
+    spark = get_spark()
+    sink, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run(end_batch: int, buckets: int) -> None:
+        df = spark.readStream.format(SOURCE_NAME).option("path", path).option("end_batch", end_batch).load()
+        ld = late_data(df, event_time_col="event_time", source_col="source", kind_col="kind", seq_col="seq",
+                       time_col="time", policy="SideOutput", channel="late", window_size_ms=1000,
+                       allowed_lateness_ms=500, buckets=buckets)  # fmt: skip
+        query = (
+            ld.output.drop("stream_id").writeStream.format("parquet").option("path", sink)
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        )  # fmt: skip
+        query.awaitTermination()
+
+    run(2, 4)
+    got = [r.asDict() for r in spark.read.parquet(sink).collect()]
+    instants = sorted({r["batch"] for r in got})
+    assert len(instants) == 3  # one instant per micro-batch, the same in all its rows
+    expected = run_trace(replace(trace, batches=trace.batches[:3]))
+    for table, columns in TABLES["late_data"].items():
+        rows_of = [
+            tuple(instants.index(r[c]) if c == "batch" else r[c] for c in columns)
+            for r in got
+            if r["output"] == table
+        ]
+        assert sorted(rows_of, key=repr) == sorted(expected[table], key=repr), table
+    assert len(expected["side_outputs"]) == 14 and len(expected["windows"]) == 26  # what the trace is for
+
+    with pytest.raises(StreamingQueryException, match="holds buckets 4; this release reads buckets 5 only"):
+        run(3, 5)

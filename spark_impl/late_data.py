@@ -1,4 +1,4 @@
-"""Late data (oxirs, spec/late_data.md) on Spark Structured Streaming.
+"""Late data (oxirs, spec/late_data.md) on Spark Structured Streaming, spread over the cluster.
 
 Usage
 -----
@@ -44,34 +44,54 @@ the input (``kind_col``), per source. Without ``kind_col`` every row is an
 event and nothing is late. ``stream_id_col`` runs many independent streams
 in one query, ``stream_configs`` gives a stream its own trace-style settings
 (``policy``, ``max_lateness``, ``channel``, ``window_size``,
-``allowed_lateness``), ``batch_col`` is the batch number reported (without
-it the operator counts each stream's micro-batches).
+``allowed_lateness``). ``batch_col`` is the batch number reported; without
+it ``batch`` is the micro-batch's start instant in epoch milliseconds
+(Spark's ``current_timestamp()``, the same in every row of a micro-batch).
+Without ``seq_col`` the output ``seq`` is null (nothing then depends on the
+order: without ``kind_col`` there are no watermark rows).
 
-Design (how Spark realises the clauses)
----------------------------------------
-- ONE GROUP PER STREAM: ``groupBy(stream id).transformWithStateInPandas(...,
-  timeMode="None")``. Spark's own watermark is one value per query, lags a
-  micro-batch and drops ``<=``; this area judges each event by its own
-  source's watermark as it stands at the event's place in arrival order, with
-  ``<`` (OXL-R2..R4), so the per-source watermarks live in the state.
-- STATE: one ValueState per stream (RocksDB provider), read once and written
-  once per micro-batch: a layout version, the processing clock, the batch
-  counter, the next side-output position, the five verdict counters, and two
-  int64 matrices as bytes: sources (value, null flag, watermark) and open
-  windows (source value, null flag, start, end, count). Another layout
-  version is refused with a clear error.
-- VECTORISED per micro-batch, in seq order: sources are factorised to codes;
-  the watermark before every row is a grouped running maximum of the
-  watermark rows' times, started from the stored watermark; regressions,
-  verdicts, lateness (overflow-guarded), Reassign budgets, window bounds and
-  allowed-lateness checks are numpy column operations. The closing watermark
-  row of each window is found with one lexsort of window thresholds against
-  the accepted watermark rows of its source.
+No clause of this area reads processing time (OXL-R10: the allowed-lateness
+tracker's clock is the source's watermark), so the operator takes no
+``processing_time_col``: ``clock`` rows only feed the check of TR-4.
+
+Design
+------
+``docs/architecture.md`` draws the stages. In short:
+
+- WIDE STAGE, grouped by (stream, source bucket): event and watermark rows go
+  to the bucket ``pmod(xxhash64(source, source is null), buckets)``; clock
+  rows, unsupported rows and the harness's ``batch_end`` marker go to bucket
+  0. Everything about a source is decided there, in arrival order (``seq``):
+  its watermark (OXL-R3), every verdict of its events (R4..R11), its windows
+  and the watermark row that closes each (R12), and the error rows (R16).
+  These rows pass through the second stage to the sink. The stage is
+  ``transformWithStateInPandas`` in ``timeMode="None"``: Spark's own
+  watermark is one value per query, lags a micro-batch and drops ``<=``.
+- STATE of a bucket: a ``MapState`` from source (value, null flag) to that
+  source's watermark and open windows (start, end, count as raw int64), so a
+  micro-batch reads and writes the sources its rows name and nothing else;
+  and a ``ValueState`` with the layout version, the bucket count and (bucket
+  0) the processing clock of TR-4.
+- NARROW STAGE, one group per stream (route -1 of the second
+  ``transformWithStateInPandas``): per bucket and batch the wide stage sends
+  one summary row (the batch's verdict counts and the change of its open
+  windows) and the batch's side-output rows, nothing else. The group keeps
+  the five counters, the open-window count and the channel's next position,
+  numbers the side-output rows by ``seq`` (OXL-R14: positions follow arrival
+  order over the whole stream, so they need one place) and writes the
+  progress row (R17).
+- ORDER: inside a micro-batch rows are taken by ``seq``, never by their
+  physical order. SATURATING i64 arithmetic is explicit; nullable longs
+  never become floats (they cross between the stages as a value and a null
+  mask).
+- RESTART (OXL-R18): everything is in the state store under the checkpoint;
+  ``buckets`` is fixed in it (another value is refused with a message naming
+  both), and so is the layout version.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,12 +101,12 @@ import pandas as pd
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
     OutputRows,
-    StreamGroupProcessor,
+    StatefulProcessor,
+    StatefulProcessorHandle,
     batches_in,
     check_columns,
     event_time_millis,
     long_or_zero,
-    one_group_per_stream,
     require_int,
     sat_sub,
     stream_id_column,
@@ -94,8 +114,16 @@ from spark_impl.common import (
     table_projections,
     with_defaults,
 )
+from spark_impl.scaleout import (
+    NULL_MASK,
+    SUMMARY_ROUTE,
+    SecondStage,
+    default_buckets,
+    restore_nulls,
+    two_stages,
+)
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 POLICIES = ("Drop", "Reassign", "SideOutput")
 CONFIG_KEYS = ("policy", "max_lateness", "channel", "window_size", "allowed_lateness")
 VERDICTS = ("on_time", "allowed_late", "reassigned", "dropped", "side_output")
@@ -106,11 +134,21 @@ OUTPUT_COLUMNS = (
     "assigned_time", "channel", "position", "window_start", "window_end", "count", *VERDICTS,
     "open_windows", "reason",
 )  # fmt: skip
+LONG_COLS = tuple(c for c in OUTPUT_COLUMNS if c not in STRING_COLS)
 OUTPUT_SCHEMA = ", ".join(f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS)
-STATE_SCHEMA = (
-    "layout_version int, clock long, batches long, position long, counts binary, sources binary, "
-    "windows binary"
-)
+
+# Between the stages: long columns as values with one null mask (bit i: LONG_COLS[i] is null);
+# ``kw_route`` picks the second stage's group (the bucket for table rows, -1 for what the
+# narrow stage reads); ``s_*`` are a bucket's counter deltas of one batch.
+SUMMARY_COLS = tuple(f"s_{v}" for v in VERDICTS) + ("s_open_windows",)
+PASS_SCHEMA = ", ".join([f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS] + [
+    f"`{NULL_MASK}` long"
+])  # fmt: skip
+WIDE_SCHEMA = ", ".join([PASS_SCHEMA, "`kw_route` long"] + [f"`{c}` long" for c in SUMMARY_COLS])
+BUCKET_SCHEMA = "layout_version int, buckets int, clock long"
+SOURCE_KEY_SCHEMA = "source long, source_null boolean"
+SOURCE_SCHEMA = "watermark long, has_watermark boolean, windows binary"
+STREAM_SCHEMA = "layout_version int, buckets int, counts binary, open_windows long, position long"
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "events": (
@@ -162,45 +200,92 @@ def validate_config(config: Mapping[str, Any]) -> StreamConfig:
     )
 
 
-# ---- the stream state (OXL-R18) ----------------------------------------------
+# ---- state layouts (OXL-R18) -------------------------------------------------
 
 
-def _matrix(blob: bytes, width: int) -> np.ndarray:
-    return np.frombuffer(bytes(blob), dtype=np.int64).reshape(-1, width).copy()
+def _refuse(what: str, found: Any, expected: Any) -> RuntimeError:
+    return RuntimeError(
+        f"late_data: the checkpoint holds {what} {found}; this release reads {what} {expected} only. "
+        "Start from a new checkpoint."
+    )
+
+
+@dataclass
+class BucketState:
+    """What one (stream, bucket) keeps in its ValueState; its sources are in a MapState."""
+
+    buckets: int
+    clock: int = 0  # TR-4: bucket 0 gets the clock rows
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return (LAYOUT_VERSION, self.buckets, self.clock)
+
+    @classmethod
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
+        if value[0] != LAYOUT_VERSION:
+            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
+        if value[1] != buckets:
+            raise _refuse("buckets", value[1], buckets)
+        return cls(buckets, int(value[2]))
 
 
 @dataclass
 class StreamState:
-    """Everything one stream keeps across micro-batches (one ValueState)."""
+    """What the narrow stage keeps per stream: the counters and the channel's next position."""
 
-    clock: int = 0
-    batches: int = 0
-    position: int = 0
+    buckets: int
     counts: np.ndarray = field(default_factory=lambda: np.zeros(len(VERDICTS), np.int64))
-    sources: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))  # value, null, wm
-    windows: np.ndarray = field(
-        default_factory=lambda: np.zeros((0, 5), np.int64)
-    )  # value, null, start, end, n
+    open_windows: int = 0
+    position: int = 0
 
     def to_tuple(self) -> tuple[Any, ...]:
         return (
-            LAYOUT_VERSION, self.clock, self.batches, self.position, self.counts.astype(np.int64).tobytes(),
-            np.ascontiguousarray(self.sources, np.int64).tobytes(),
-            np.ascontiguousarray(self.windows, np.int64).tobytes(),
+            LAYOUT_VERSION, self.buckets, np.ascontiguousarray(self.counts, np.int64).tobytes(),
+            self.open_windows, self.position,
         )  # fmt: skip
 
     @classmethod
-    def from_tuple(cls, value: tuple[Any, ...]) -> StreamState:
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
         if value[0] != LAYOUT_VERSION:
-            raise RuntimeError(
-                f"late_data: the checkpoint holds state layout version {value[0]}; this release reads "
-                f"version {LAYOUT_VERSION} only. Start from a new checkpoint."
-            )
-        return cls(
-            clock=int(value[1]), batches=int(value[2]), position=int(value[3]),
-            counts=np.frombuffer(bytes(value[4]), dtype=np.int64).copy(),
-            sources=_matrix(value[5], 3), windows=_matrix(value[6], 5),
-        )  # fmt: skip
+            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
+        if value[1] != buckets:
+            raise _refuse("buckets", value[1], buckets)
+        counts = np.frombuffer(bytes(value[2]), np.int64).copy()
+        return cls(buckets, counts, int(value[3]), int(value[4]))
+
+
+@dataclass
+class Sources:
+    """The sources one call of the wide stage loaded: watermarks and open windows, as matrices."""
+
+    clock: int = 0
+    sources: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))  # value, null, wm
+    windows: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, 5), np.int64)
+    )  # value, null, start, end, count
+
+
+def pack_source(watermark: int | None, windows: np.ndarray) -> tuple[Any, ...]:
+    """One source's MapState value: its watermark and its open windows (start, end, count)."""
+    blob = np.ascontiguousarray(windows, np.int64).tobytes()
+    return (0 if watermark is None else int(watermark), watermark is not None, blob)
+
+
+def unpack_sources(keys: list[tuple[int, bool]], values: list[tuple[Any, ...] | None], clock: int) -> Sources:
+    """The matrices of ``Sources`` from the MapState values of ``keys`` (None: a new source)."""
+    marks, windows = [], []
+    for (value, null), stored in zip(keys, values, strict=True):
+        if stored is None:
+            continue
+        if stored[1]:
+            marks.append((value, int(null), int(stored[0])))
+        w = np.frombuffer(bytes(stored[2]), np.int64).reshape(-1, 3)
+        if len(w):
+            windows.append(np.column_stack([np.full((len(w), 2), (value, int(null)), np.int64), w]))
+    return Sources(
+        clock, np.array(marks, np.int64).reshape(-1, 3),
+        np.concatenate(windows) if windows else np.zeros((0, 5), np.int64),
+    )  # fmt: skip
 
 
 # ---- vectorised pieces (pure numpy/pandas; run in the worker) -----------------
@@ -289,42 +374,35 @@ def _closing_items(
     return found
 
 
-# ---- processing one stream's rows --------------------------------------------
+# ---- one batch of one bucket (the wide stage; pure numpy/pandas) ---------------
 
 
 class _Out(OutputRows):
+    """The wide stage's rows of one call: table rows, side-output rows and summaries (WIDE_SCHEMA)."""
+
     def __init__(self, stream_id: str) -> None:
-        super().__init__(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+        super().__init__(stream_id, (*OUTPUT_COLUMNS, "kw_route", *SUMMARY_COLS), STRING_COLS)
 
 
-def process_rows(
-    state: StreamState, rows: pd.DataFrame, cfg: StreamConfig, stream_id: str, has_batch: bool
-) -> pd.DataFrame:
-    """Applies one call's rows of one stream to its state; returns the output rows.
-
-    ``rows`` has the normalised columns built by ``late_data``: ld_batch, ld_seq, ld_kind,
-    ld_source, ld_source_null, ld_et, ld_et_null, ld_time, ld_time_null.
-    """
-    out = _Out(stream_id)
-    for b, part in batches_in(rows, "ld_batch", has_batch, state.batches):
-        _process_batch(state, part, cfg, b, out)
-        state.batches += 1
-    return out.frame()
-
-
-def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: int, out: _Out) -> None:
+def process_batch(
+    st: Sources, rows: pd.DataFrame, cfg: StreamConfig, b: int, out: _Out, bucket: int, ordered: bool
+) -> None:
+    """One batch of one bucket's rows, in seq order: errors, verdicts, side-output rows, windows,
+    and the bucket's summary (verdict counts and the change of its open windows)."""
     rows = rows.sort_values("ld_seq", kind="stable")
     n = len(rows)
     kind = rows["ld_kind"].to_numpy(object)
     seq = rows["ld_seq"].to_numpy(np.int64)
+    seq_null = np.full(n, not ordered)
     src = rows["ld_source"].to_numpy(np.int64)
     src_null = rows["ld_source_null"].to_numpy(bool)
     et = rows["ld_et"].to_numpy(np.int64)
     et_null = rows["ld_et_null"].to_numpy(bool)
     tm = rows["ld_time"].to_numpy(np.int64)
     tm_null = rows["ld_time_null"].to_numpy(bool)
+    open_before = len(st.windows)
 
-    # OXL-R2: one code per source (value, null flag) over the stored sources, windows and the batch.
+    # OXL-R2: one code per source (value, null flag) over the loaded sources, windows and the batch.
     src_key = np.where(src_null, 0, src)
     all_val = np.concatenate([st.sources[:, 0], st.windows[:, 0], src_key])
     all_null = np.concatenate([st.sources[:, 1], st.windows[:, 1], src_null.astype(np.int64)])
@@ -333,12 +411,10 @@ def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: in
     codes, dense = np.unique(all_code, return_inverse=True)
     ns, nwin = len(st.sources), len(st.windows)
     stored_code, win_code, code = dense[:ns], dense[ns : ns + nwin], dense[ns + nwin :]
-    src_val = np.concatenate([st.sources[:, 0], st.windows[:, 0], src_key])
-    src_isnull = all_null.astype(bool)
     code_val = np.zeros(len(codes), np.int64)
     code_null = np.zeros(len(codes), bool)
-    code_val[dense] = src_val
-    code_null[dense] = src_isnull
+    code_val[dense] = all_val
+    code_null[dense] = all_null.astype(bool)
     base_wm = np.zeros(len(codes), np.int64)
     base_has = np.zeros(len(codes), bool)
     base_wm[stored_code] = st.sources[:, 2]
@@ -351,7 +427,7 @@ def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: in
     err[is_event & et_null] = "missing_event_time"
     err[(is_wm | is_clock) & tm_null] = "missing_time"
     clocks = is_clock & ~tm_null
-    if clocks.any():
+    if clocks.any():  # only bucket 0 gets clock rows
         running = np.maximum.accumulate(np.where(clocks, tm, np.int64(I64_MIN)))
         before = np.maximum(np.concatenate([[I64_MIN], running[:-1]]), np.int64(st.clock))
         err[clocks & (tm < before)] = "clock_went_backwards"  # TR-4
@@ -361,12 +437,15 @@ def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: in
     err[wm_rows & has & (tm < wm)] = "watermark_regressed"  # OXL-R3
     has_err = err != None  # noqa: E711 - elementwise
     if has_err.any():
-        out.add("errors", int(has_err.sum()), batch=b, seq=seq[has_err], reason=err[has_err])
+        e = has_err
+        out.add("errors", int(e.sum()), batch=b, seq=(seq[e], seq_null[e]), reason=err[e], kw_route=bucket)
 
     accepted = wm_rows & ~has_err
     ev = is_event & ~has_err
-    _events(st, cfg, b, out, seq[ev], code[ev], src[ev], src_null[ev], et[ev], wm[ev], has[ev],
-            win_code, accepted, code, seq, tm, code_val, code_null)  # fmt: skip
+    counts = _events(
+        st, cfg, b, out, bucket, (seq[ev], seq_null[ev]), code[ev], src[ev], src_null[ev], et[ev], wm[ev],
+        has[ev], win_code, accepted, code, seq, tm, code_val, code_null,
+    )  # fmt: skip
 
     # OXL-R3: the stored watermark of a source is its last accepted watermark row's time.
     if accepted.any():
@@ -375,16 +454,19 @@ def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: in
         base_has[last.index.to_numpy(np.int64)] = True
     keep = np.flatnonzero(base_has)
     st.sources = np.column_stack([code_val[keep], code_null[keep].astype(np.int64), base_wm[keep]])
-    out.add("progress", 1, batch=b, open_windows=len(st.windows), **dict(zip(VERDICTS, st.counts.tolist())))
+    out.add(
+        "summary", 1, batch=b, kw_route=SUMMARY_ROUTE, s_open_windows=len(st.windows) - open_before,
+        **{f"s_{v}": int(c) for v, c in zip(VERDICTS, counts.tolist(), strict=True)},
+    )  # fmt: skip
 
 
 def _events(
-    st: StreamState, cfg: StreamConfig, b: int, out: _Out, seq: np.ndarray, code: np.ndarray,
-    src: np.ndarray, src_null: np.ndarray, et: np.ndarray, wm: np.ndarray, has: np.ndarray,
-    win_code: np.ndarray, accepted: np.ndarray, row_code: np.ndarray, row_seq: np.ndarray,
-    row_time: np.ndarray, code_val: np.ndarray, code_null: np.ndarray,
-) -> None:  # fmt: skip
-    """Verdicts, side outputs and windows of one batch's well-formed events."""
+    st: Sources, cfg: StreamConfig, b: int, out: _Out, bucket: int, seq: tuple[np.ndarray, np.ndarray],
+    code: np.ndarray, src: np.ndarray, src_null: np.ndarray, et: np.ndarray, wm: np.ndarray,
+    has: np.ndarray, win_code: np.ndarray, accepted: np.ndarray, row_code: np.ndarray,
+    row_seq: np.ndarray, row_time: np.ndarray, code_val: np.ndarray, code_null: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """Verdicts, side-output rows and windows of one batch's well-formed events; the verdict counts."""
     m = len(et)
     late = has & (et < wm)  # OXL-R4: strict
     size = cfg.window_size
@@ -408,25 +490,23 @@ def _events(
         verdict[mask] = name
     kept = ~(dropped | side)
     assigned = np.where(reassigned, wm, et)  # OXL-R9
-    st.counts += np.array([int((~late).sum()), int(allowed.sum()), int(reassigned.sum()),
-                           int(dropped.sum()), int(side.sum())], np.int64)  # fmt: skip
     if m:
         out.add(
             "events", m, batch=b, seq=seq, source=(src, src_null), event_time=et, watermark=(wm, ~has),
             verdict=verdict, lateness=(_lateness(et, wm), ~late), assigned_time=(assigned, ~kept),
-            channel=_channel_column(side, cfg.channel),
+            channel=_channel_column(side, cfg.channel), kw_route=bucket,
         )  # fmt: skip
     n_side = int(side.sum())
-    if n_side:  # OXL-R14: drained at the end of the batch, positions running over the stream
+    if n_side:  # OXL-R14: numbered by the narrow stage, which sees the whole stream's side outputs
         out.add(
-            "side_outputs", n_side, batch=b, channel=cfg.channel, seq=seq[side],
-            position=st.position + np.arange(n_side, dtype=np.int64), source=(src[side], src_null[side]),
-            event_time=et[side],
+            "side_outputs", n_side, batch=b, channel=cfg.channel, seq=(seq[0][side], seq[1][side]),
+            source=(src[side], src_null[side]), event_time=et[side], kw_route=SUMMARY_ROUTE,
         )  # fmt: skip
-        st.position += n_side
     if size is not None:
-        _windows(st, cfg, b, out, code[kept], assigned[kept], win_code, accepted, row_code, row_seq,
+        _windows(st, cfg, b, out, bucket, code[kept], assigned[kept], win_code, accepted, row_code, row_seq,
                  row_time, code_val, code_null)  # fmt: skip
+    return np.array([int((~late).sum()), int(allowed.sum()), int(reassigned.sum()), int(dropped.sum()),
+                     n_side], np.int64)  # fmt: skip
 
 
 def _channel_column(side: np.ndarray, channel: str | None) -> np.ndarray:
@@ -436,7 +516,7 @@ def _channel_column(side: np.ndarray, channel: str | None) -> np.ndarray:
 
 
 def _windows(
-    st: StreamState, cfg: StreamConfig, b: int, out: _Out, code: np.ndarray, t: np.ndarray,
+    st: Sources, cfg: StreamConfig, b: int, out: _Out, bucket: int, code: np.ndarray, t: np.ndarray,
     win_code: np.ndarray, accepted: np.ndarray, row_code: np.ndarray, row_seq: np.ndarray,
     row_time: np.ndarray, code_val: np.ndarray, code_null: np.ndarray,
 ) -> None:  # fmt: skip
@@ -461,7 +541,7 @@ def _windows(
             "windows", int(closed.sum()), batch=b, seq=row_seq[accepted][j],
             source=(code_val[cc], code_null[cc]), window_start=w["start"].to_numpy(np.int64)[closed],
             window_end=w["end"].to_numpy(np.int64)[closed], watermark=row_time[accepted][j],
-            count=w["count"].to_numpy(np.int64)[closed],
+            count=w["count"].to_numpy(np.int64)[closed], kw_route=bucket,
         )  # fmt: skip
     rest = w[~closed]
     rc = rest["code"].to_numpy(np.int64)
@@ -471,30 +551,119 @@ def _windows(
     ]).reshape(-1, 5)  # fmt: skip
 
 
-# ---- the Spark operator -------------------------------------------------------
+# ---- the two stages -----------------------------------------------------------
 
 
-class LateDataProcessor(StreamGroupProcessor[StreamConfig]):
-    """The stateful processor: one call per stream (group) and micro-batch."""
+class SourceBucketProcessor(StatefulProcessor):  # type: ignore[misc]
+    """The wide stage: one call per (stream, source bucket) and micro-batch."""
 
-    state_name = "late_data"
-    state_schema = STATE_SCHEMA
-    state_class = StreamState
+    def __init__(
+        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int
+    ) -> None:
+        self.default = default
+        self.per_stream = dict(per_stream)
+        self.ordered = ordered
+        self.buckets = buckets
 
-    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = with_defaults(pdf, _DEFAULTS)
-        if "ld_seq" not in pdf.columns:  # no arrival order given: event-time order (documented)
-            pdf = pdf.sort_values("ld_et", kind="stable").reset_index(drop=True)
-            pdf["ld_seq"] = np.arange(len(pdf), dtype=np.int64)
-        return pdf
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.bucket_state = handle.getValueState("bucket", BUCKET_SCHEMA)
+        self.sources = handle.getMapState("sources", SOURCE_KEY_SCHEMA, SOURCE_SCHEMA)
 
-    def process(self, st: StreamState, pdf: pd.DataFrame, cfg: StreamConfig, stream_id: str) -> pd.DataFrame:
-        return process_rows(st, pdf, cfg, stream_id, self.has_batch)
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        stream_id, bucket = str(key[0]), int(key[1])
+        frames = list(rows)
+        pdf = with_defaults(
+            frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True), _DEFAULTS
+        )
+        if not self.ordered:  # no arrival order given, and none needed: no watermark rows without kinds
+            pdf = pdf.assign(ld_seq=np.arange(len(pdf), dtype=np.int64))
+        cfg = self.per_stream.get(stream_id, self.default)
+        stored = self.bucket_state.get()
+        bucket_st = (
+            BucketState.from_tuple(stored, self.buckets) if stored is not None else BucketState(self.buckets)
+        )
+        # The sources this call names (event and watermark rows): the only ones it reads.
+        kind = pdf["ld_kind"].to_numpy(object)
+        named = (kind == "event") | (kind == "watermark")
+        null = pdf["ld_source_null"].to_numpy(bool)[named]
+        value = np.where(null, 0, pdf["ld_source"].to_numpy(np.int64)[named])
+        pairs = np.unique(np.column_stack([value, null.astype(np.int64)]), axis=0)
+        keys = [(int(v), bool(s)) for v, s in pairs.tolist()]
+        values = [self.sources.getValue(k) for k in keys]
+        st = unpack_sources(keys, values, bucket_st.clock)
+        out = _Out(stream_id)
+        for b, part in batches_in(pdf, "ld_batch", True, 0):
+            process_batch(st, part, cfg, b, out, bucket, self.ordered)
+        self._write(keys, [v is not None for v in values], st)
+        bucket_st.clock = st.clock
+        self.bucket_state.update(bucket_st.to_tuple())
+        yield out.masked_frame(NULL_MASK)
+
+    def _write(self, keys: list[tuple[int, bool]], stored: list[bool], st: Sources) -> None:
+        """Each named source's watermark and open windows back to its entry; an empty one goes."""
+        marks = {(int(v), bool(s)): int(w) for v, s, w in st.sources.tolist()}
+        by_source: dict[tuple[int, bool], list[int]] = {}
+        for i, (v, s) in enumerate(st.windows[:, :2].tolist()):
+            by_source.setdefault((int(v), bool(s)), []).append(i)
+        for k, existed in zip(keys, stored, strict=True):
+            rows = by_source.get(k, [])
+            if k not in marks and not rows:
+                if existed:
+                    self.sources.removeKey(k)
+                continue
+            self.sources.updateValue(k, pack_source(marks.get(k), st.windows[rows, 2:]))
+
+    def close(self) -> None:
+        pass
+
+
+class StreamSummaryProcessor(SecondStage):
+    """The narrow stage (route -1): the counters, the open windows and the side-output positions."""
+
+    columns = (*OUTPUT_COLUMNS, NULL_MASK)
+
+    def __init__(self, buckets: int) -> None:
+        self.buckets = buckets
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("stream", STREAM_SCHEMA)
+
+    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+        stored = self.state.get()
+        st = StreamState.from_tuple(stored, self.buckets) if stored is not None else StreamState(self.buckets)
+        out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+        for b, part in batches_in(rows, "batch", True, 0):
+            summarise_batch(st, part, b, out)
+        self.state.update(st.to_tuple())
+        return out.masked_frame(NULL_MASK)
+
+
+_SOURCE_NULL_BIT = np.int64(1 << LONG_COLS.index("source"))
+
+
+def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows) -> None:
+    """OXL-R14, R17: the batch's side outputs numbered in arrival order, then its progress row."""
+    output = rows["output"].to_numpy(object)
+    summaries = rows[output == "summary"]
+    st.counts += summaries[[f"s_{v}" for v in VERDICTS]].to_numpy(np.int64).sum(axis=0)
+    st.open_windows += int(summaries["s_open_windows"].sum())
+    side = rows[output == "side_outputs"].sort_values("seq", kind="stable")
+    n_side = len(side)
+    if n_side:
+        nulls = side[NULL_MASK].to_numpy(np.int64)
+        out.add(
+            "side_outputs", n_side, batch=b, channel=side["channel"].to_numpy(object),
+            position=st.position + np.arange(n_side, dtype=np.int64), seq=side["seq"].to_numpy(np.int64),
+            source=(side["source"].to_numpy(np.int64), (nulls & _SOURCE_NULL_BIT) != 0),
+            event_time=side["event_time"].to_numpy(np.int64),
+        )  # fmt: skip
+        st.position += n_side
+    out.add("progress", 1, batch=b, open_windows=st.open_windows, **dict(zip(VERDICTS, st.counts.tolist())))
 
 
 _DEFAULTS: dict[str, Any] = {
-    "ld_batch": np.int64(0), "ld_kind": "event", "ld_source": np.int64(0), "ld_source_null": True,
-    "ld_time": np.int64(0), "ld_time_null": True,
+    "ld_kind": "event", "ld_source": np.int64(0), "ld_source_null": True, "ld_time": np.int64(0),
+    "ld_time_null": True,
 }  # fmt: skip
 
 
@@ -526,9 +695,12 @@ def late_data(
     stream_id_col: str | None = None,
     batch_col: str | None = None,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    buckets: int | None = None,
 ) -> LateDataStreams:
     """Routes late events of a streaming DataFrame by policy (see the module docstring).
 
+    ``buckets``: groups per stream in the wide stage, each holding the sources that hash to it
+    (default: 4 per shuffle partition of the session), fixed in the checkpoint.
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
@@ -538,6 +710,7 @@ def late_data(
     default, per_stream = stream_settings(
         validate_config, {k: v for k, v in settings.items() if v is not None}, stream_configs
     )
+    buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
     check_columns(
         fields,
@@ -547,44 +720,68 @@ def late_data(
         kind_col, seq_col,
     )  # fmt: skip
     et = event_time_millis(fields, event_time_col)
+    # Only the columns the input has cross into the Python worker; the processor fills the rest.
     cols = [
         stream_id_column(stream_id_col, "ld_sid"),
         long_or_zero(et).alias("ld_et"),
         et.isNull().alias("ld_et_null"),
+        (long_or_zero(batch_col) if batch_col else F.unix_millis(F.current_timestamp())).alias("ld_batch"),
     ]
-    for name, alias in ((batch_col, "ld_batch"), (seq_col, "ld_seq")):
-        if name:
-            cols.append(long_or_zero(name).alias(alias))
+    if seq_col:
+        cols.append(long_or_zero(seq_col).alias("ld_seq"))
     if kind_col:
         cols.append(F.col(kind_col).cast("string").alias("ld_kind"))
     for name, alias in ((source_col, "ld_source"), (time_col, "ld_time")):
         if name:
             cols.append(long_or_zero(name).alias(alias))
             cols.append(F.col(name).isNull().alias(f"{alias}_null"))
-    processor = LateDataProcessor(default, per_stream, batch_col is not None)
-    output = one_group_per_stream(df, cols, "ld_sid", processor, OUTPUT_SCHEMA)
+    rows = df.select(*cols)
+    # An event or watermark row goes to its source's bucket; any other row (clock, malformed,
+    # the batch_end marker) to bucket 0, which keeps the clock.
+    kind = F.col("ld_kind") if kind_col else F.lit("event")
+    sourced = kind.isin("event", "watermark")
+    source_hash = F.xxhash64(F.col("ld_source"), F.col("ld_source_null")) if source_col else F.lit(0)
+    bucket = F.when(sourced, F.pmod(source_hash, F.lit(buckets))).otherwise(F.lit(0)).cast("int")
+    rows = rows.withColumn("ld_bucket", bucket)
+    first = SourceBucketProcessor(default, per_stream, seq_col is not None, buckets)
+    both = two_stages(
+        rows, "ld_sid", "ld_bucket", first, WIDE_SCHEMA, StreamSummaryProcessor(buckets), PASS_SCHEMA
+    )
+    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
     tables = table_projections(output, TABLE_COLUMNS)
     main = tables["events"].filter(F.col("assigned_time").isNotNull())
     return LateDataStreams(output=output, main=main, **tables)
 
 
+ENGINE_BUCKETS = 3
+
+
 def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): one stream per trace."""
+    """The harness engine's call (spark_impl.engine.area_module): one stream per trace.
+
+    Few buckets: every group costs a Python call per micro-batch, and a trace's handful of
+    sources (the unnamed one and 0..2) still spreads over three."""
     return late_data(
         df, event_time_col="event_time", source_col="source", kind_col="kind", seq_col="seq",
         time_col="time", stream_id_col="trace_id", batch_col="batch", stream_configs=stream_configs,
+        buckets=ENGINE_BUCKETS,
     ).output  # fmt: skip
 
 
 __all__ = [
+    "ENGINE_BUCKETS",
     "LAYOUT_VERSION",
-    "LateDataProcessor",
+    "BucketState",
     "LateDataStreams",
     "OUTPUT_SCHEMA",
+    "SourceBucketProcessor",
     "StreamConfig",
     "StreamState",
+    "StreamSummaryProcessor",
     "late_data",
-    "process_rows",
+    "pack_source",
+    "process_batch",
+    "unpack_sources",
     "validate_config",
     "window_bounds",
 ]
