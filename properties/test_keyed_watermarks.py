@@ -488,7 +488,7 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     check_generated(engine_under_test, *DIFFERENTIAL)
 
 
-# ---- the Spark operator's state layout (F065-R24, DESIGN: versioned state) ---------------
+# ---- the Spark operator's state layout (F065-R24: versioned state) ---------------
 
 
 @pytest.mark.clauses("F065-R24")

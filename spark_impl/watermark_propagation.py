@@ -31,60 +31,88 @@ per-source events and/or per-source watermark reports::
   (OXW-R8, R16);
 - ``wp.errors``: malformed rows (OXW-R17).
 
+Every projection is a separate streaming plan: to get several tables from one
+run, write ``wp.output`` once and split it by its ``output`` column.
+
 A row is a ``watermark`` report when ``kind_col`` says so, or, without
 ``kind_col``, when ``watermark_col`` is given and not null; otherwise it is an
 event. Optional columns: ``stream_id_col`` (many independent streams in one
 query, each with its own graph through ``stream_configs``: stream id ->
 the trace config keys ``nodes``, ``edges``, ``advance_threshold``,
 ``max_out_of_order_ms``), ``seq_col`` (arrival order inside a micro-batch;
-without it rows are taken in time order, ties by node), ``kind_col``
-(event | watermark | batch_end), ``batch_col`` (the batch number reported;
-without it the operator counts each stream's micro-batches).
+without it the rows of a micro-batch are taken in time order (event time or
+reported time), ties by node, and the output ``seq`` is null), ``kind_col``
+(event | watermark | batch_end; needs ``seq_col``), ``batch_col`` (the batch
+number reported; without it ``batch`` is the micro-batch's start instant in
+epoch milliseconds, Spark's ``current_timestamp()``, the same in every row of
+a micro-batch).
 
-Design (how Spark realises the clauses)
----------------------------------------
-- ONE GROUP PER STREAM: ``groupBy(stream_id).transformWithStateInPandas(...,
-  timeMode="None")``; the aligned and global watermarks need every source
-  of the stream. Spark's own watermark is not used (it is one per query and
-  would drop rows; ``native_watermark_report`` shows what it does).
-- STATE: one ValueState per stream (RocksDB provider): layout version,
-  micro-batches seen, violation count, the source ids it was written for,
-  and per source the generator's event count and maximum event time and the
-  last emitted watermark (JSON, exact for every i64). One read and one
-  write per stream and micro-batch. Operator outputs are not stored: by
-  OXW-R15 each is the minimum over the sources it depends on, so they are
-  derived from the source columns with the graph's ancestor-source matrix,
-  computed once per stream config on the driver.
-- VECTORISED inside a micro-batch, in ``seq`` order: error masks; the
-  generators as a grouped cumulative count and maximum per source; the
-  candidate source updates (emissions and reports) judged against a
-  grouped cumulative maximum of the earlier ones (violations, OXW-R12);
-  the source values after every update as a forward-filled matrix; every
-  operator's output after every update as a masked minimum over its
-  ancestor sources; changes as a comparison with the previous row.
-- SATURATING i64 arithmetic for ``max - delay`` (numpy would wrap).
+Nothing here reads processing time (spec: "Only event time matters here"), so
+the operator has no ``processing_time_col``.
+
+Design
+------
+``docs/architecture.md`` draws the two stages; here:
+
+- WIDE STAGE, grouped by (stream, source bucket): a row goes to the bucket
+  ``pmod(xxhash64(node), buckets)``; the harness's ``batch_end`` marker goes
+  to bucket 0. No row is copied: nothing in this area concerns every source.
+  Per source the bucket runs the generator (a grouped running count and
+  maximum, OXW-R1..R3) and the regression check against the source's last
+  emitted watermark (OXW-R12), in arrival order. Out of it come the
+  ``generated``, ``violations`` and ``errors`` rows, the ``watermarks`` row of
+  the source itself, and one summary row per accepted update that changes its
+  source (its arrival position, source and new value), plus one final summary
+  per bucket and batch with the bucket's violations of the batch.
+  ``transformWithStateInPandas``, ``timeMode="None"``.
+- STATE of a bucket: one ``ValueState`` with the layout version, the bucket
+  count, a digest of the graph's source list, and one row per source of the
+  bucket that has counted an event or emitted a watermark (source position,
+  event count, maximum event time, last emitted watermark, whether it has
+  one). A bucket holds about sources / buckets rows.
+- NARROW STAGE, a second ``transformWithStateInPandas`` grouped by (stream,
+  route): route -1 gets the summaries only and applies the updates in
+  arrival order through the graph (OXW-R13..R16). An operator's output is
+  the minimum over its upstreams, null while one is silent, so the stage
+  works on blocks of updates: each block holds the source values after each
+  update and every node's output after it, computed in topological order,
+  and at most ``BLOCK_CELLS`` numbers, so memory is bounded by the updates
+  plus the graph, never their product; its rows leave in frames of about
+  ``FLUSH_ROWS`` rows. Its ``ValueState`` per stream holds
+  the layout version, the bucket count, the source ids, each source's last
+  emitted watermark and the violation count (OXW-R19); node outputs are
+  derived from the sources (OXW-R15). The table rows cross the second stage
+  in pass-through groups that touch no state.
+- ORDER: inside a micro-batch a stream's rows are taken by ``seq``, never by
+  their physical order. SATURATING i64 arithmetic for ``max - delay`` (numpy
+  would wrap); long columns cross the stages as values and a null mask.
+- RESTART (OXW-R19): everything is in the state store under the checkpoint;
+  a checkpoint of another layout, bucket count or source list is refused
+  with a message naming both.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.traces import I64_MAX, I64_MIN, InvalidConfig
+from harness.traces import I64_MIN, InvalidConfig
 from spark_impl.common import (
     OutputRows,
-    StreamGroupProcessor,
+    StatefulProcessor,
+    StatefulProcessorHandle,
     batches_in,
     check_columns,
     event_time_millis,
     long_or_zero,
     native_watermark_progress,
-    one_group_per_stream,
     require_int,
     sat_sub,
     stream_id_column,
@@ -92,17 +120,41 @@ from spark_impl.common import (
     table_projections,
     with_defaults,
 )
+from spark_impl.scaleout import (
+    NULL_MASK,
+    SUMMARY_ROUTE,
+    SecondStage,
+    default_buckets,
+    restore_nulls,
+    to_buckets,
+    two_stages,
+)
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 CONFIG_KEYS = ("nodes", "edges", "advance_threshold", "max_out_of_order_ms")
+# The numbers one block of updates may hold in the narrow stage (updates x (sources + nodes)).
+BLOCK_CELLS = 1 << 16
+FLUSH_ROWS = 1 << 16  # the narrow stage passes its rows on in frames of about this size
 
 STRING_COLS = ("output", "stream_id", "key", "reason")
 OUTPUT_COLUMNS = (
     "output", "stream_id", "batch", "seq", "key", "watermark", "reason",
     "aligned_watermark", "global_watermark", "violation_count",
 )  # fmt: skip
+LONG_COLS = tuple(c for c in OUTPUT_COLUMNS if c not in STRING_COLS)
 OUTPUT_SCHEMA = ", ".join(f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS)
-STATE_SCHEMA = "layout_version int, batches long, violation_count long, sources string, table string"
+
+# Between the stages: long columns as values with one null mask (bit i: LONG_COLS[i] is null);
+# ``kw_route`` picks the second stage's group (the bucket for table rows, -1 for summaries).
+# A summary is an update (s_final 0: the source at s_source now has s_value, at the arrival
+# position s_order, s_tie, s_pos) or a bucket's last row of a batch (s_final 1, s_violations).
+SUMMARY_COLS = ("s_final", "s_order", "s_tie", "s_pos", "s_source", "s_value", "s_violations")
+PASS_SCHEMA = ", ".join(
+    [f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS] + [f"`{NULL_MASK}` long"]
+)
+WIDE_SCHEMA = ", ".join([PASS_SCHEMA, "`kw_route` long"] + [f"`{c}` long" for c in SUMMARY_COLS])
+BUCKET_SCHEMA = "layout_version int, buckets int, graph string, sources binary"
+STREAM_SCHEMA = "layout_version int, buckets int, violation_count long, sources string, watermarks binary"
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "generated": ("stream_id", "batch", "seq", "key", "watermark"),
@@ -122,11 +174,26 @@ class StreamConfig:
 
     nodes: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
-    # ancestors[n, s]: node n is reachable from source s (a source reaches itself), OXW-R15
-    ancestors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
+    source_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # node index per source
+    # The nodes with upstreams in topological order, each with its upstreams' node indices (OXW-R13).
+    steps: tuple[tuple[int, np.ndarray], ...] = ()
     is_sink: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    source_rank: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # by id, for ties
     advance_threshold: int = 1
     max_out_of_order_ms: int = 0
+
+    @cached_property
+    def node_index(self) -> pd.Index:
+        return pd.Index(self.nodes)
+
+    @cached_property
+    def source_index(self) -> pd.Index:
+        return pd.Index(self.sources)
+
+    @property
+    def sources_digest(self) -> str:
+        """What a bucket's state is bound to: its rows are positions in this source list."""
+        return hashlib.sha256(json.dumps(list(self.sources)).encode()).hexdigest()[:16]
 
 
 def _graph(nodes: Any, edges: Any) -> tuple[list[str], list[tuple[str, str]]]:
@@ -193,129 +260,179 @@ def validate_config(config: Mapping[str, Any]) -> StreamConfig:
     order = _topological(nodes, pairs)
     threshold = require_int("advance_threshold", config.get("advance_threshold", 1), 1)
     delay = require_int("max_out_of_order_ms", config.get("max_out_of_order_ms", 0), 0)
-    has_up = {b for _, b in pairs}
+    index = {n: i for i, n in enumerate(nodes)}
+    ups: dict[str, list[int]] = {n: [] for n in nodes}
+    for a, b in pairs:
+        ups[b].append(index[a])
     has_down = {a for a, _ in pairs}
-    sources = [n for n in nodes if n not in has_up]
-    reach: dict[str, set[str]] = {}
-    for n in order:
-        ups = [a for a, b in pairs if b == n]
-        reach[n] = {n} if not ups else set().union(*(reach[u] for u in ups))  # OXW-R15
-    ancestors = np.array([[s in reach[n] for s in sources] for n in nodes], bool).reshape(
-        len(nodes), len(sources)
-    )
+    sources = [n for n in nodes if not ups[n]]
+    by_id = sorted(range(len(sources)), key=lambda i: sources[i])
+    rank = np.empty(len(sources), np.int64)
+    rank[by_id] = np.arange(len(sources))
     return StreamConfig(
-        nodes=tuple(nodes), sources=tuple(sources), ancestors=ancestors,
-        is_sink=np.array([n not in has_down for n in nodes], bool),
+        nodes=tuple(nodes), sources=tuple(sources),
+        source_nodes=np.array([index[s] for s in sources], np.int64),
+        steps=tuple((index[n], np.array(ups[n], np.int64)) for n in order if ups[n]),
+        is_sink=np.array([n not in has_down for n in nodes], bool), source_rank=rank,
         advance_threshold=threshold, max_out_of_order_ms=delay,
     )  # fmt: skip
 
 
-# ---- the stream state (OXW-R19) -----------------------------------------------
+# ---- state layouts (OXW-R19) ----------------------------------------------------
+
+
+def _refuse(what: str, found: Any, expected: Any) -> RuntimeError:
+    return RuntimeError(
+        f"watermark_propagation: the checkpoint holds {what} {found}; this release reads {what} "
+        f"{expected} only. Start from a new checkpoint."
+    )
+
+
+_SOURCE_FIELDS = ("source", "count", "max_event_time", "watermark", "has_watermark")
+
+
+@dataclass
+class BucketState:
+    """What one (stream, bucket) keeps: per source of the bucket that has state, its generator
+    (events counted, maximum event time) and its last emitted watermark (OXW-R1..R3, R12)."""
+
+    buckets: int
+    graph: str  # StreamConfig.sources_digest of the graph the rows were written for
+    rows: np.ndarray = field(default_factory=lambda: np.zeros((0, len(_SOURCE_FIELDS)), np.int64))
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return (LAYOUT_VERSION, self.buckets, self.graph, np.ascontiguousarray(self.rows, np.int64).tobytes())
+
+    @classmethod
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int, graph: str) -> BucketState:
+        if value[0] != LAYOUT_VERSION:
+            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
+        if value[1] != buckets:
+            raise _refuse("buckets", value[1], buckets)
+        if value[2] != graph:
+            raise RuntimeError(
+                "watermark_propagation: the checkpoint was written for another list of source nodes "
+                f"(digest {value[2]}, the graph now has {graph}). Start from a new checkpoint."
+            )
+        rows = np.frombuffer(bytes(value[3]), np.int64).reshape(-1, len(_SOURCE_FIELDS)).copy()
+        return cls(buckets, graph, rows)
 
 
 @dataclass
 class StreamState:
-    """Everything one stream keeps across micro-batches (one ValueState)."""
+    """What the narrow stage keeps per stream: each source's last emitted watermark and the
+    violation count; every other node's output follows from them (OXW-R15)."""
 
-    batches: int = 0
+    buckets: int
+    sources: tuple[str, ...]
     violation_count: int = 0
-    sources: tuple[str, ...] | None = None  # the graph the state was written for
-    count: list[int] = field(default_factory=list)  # generator events counted, per source
-    max_et: list[int | None] = field(default_factory=list)  # generator maximum, per source
-    wm: list[int | None] = field(default_factory=list)  # last emitted watermark, per source
+    watermark: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    has_watermark: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def __post_init__(self) -> None:
+        if len(self.watermark) != len(self.sources):
+            self.watermark = np.zeros(len(self.sources), np.int64)
+            self.has_watermark = np.zeros(len(self.sources), bool)
 
     def to_tuple(self) -> tuple[Any, ...]:
-        table = json.dumps({"count": self.count, "max_event_time": self.max_et, "watermark": self.wm})
-        return (LAYOUT_VERSION, self.batches, self.violation_count, json.dumps(self.sources), table)
-
-    @classmethod
-    def from_tuple(cls, value: tuple[Any, ...]) -> StreamState:
-        if value[0] != LAYOUT_VERSION:
-            raise RuntimeError(
-                f"watermark_propagation: the checkpoint holds state layout version {value[0]}; this "
-                f"release reads version {LAYOUT_VERSION} only. Start from a new checkpoint."
-            )
-        table = json.loads(value[4])
-        sources = json.loads(value[3])
-        return cls(
-            batches=int(value[1]), violation_count=int(value[2]),
-            sources=None if sources is None else tuple(sources),
-            count=table["count"], max_et=table["max_event_time"], wm=table["watermark"],
+        numbers = np.stack([self.watermark, self.has_watermark.astype(np.int64)]).astype(np.int64)
+        return (
+            LAYOUT_VERSION, self.buckets, self.violation_count, json.dumps(list(self.sources)),
+            numbers.tobytes(),
         )  # fmt: skip
 
-    def bind(self, cfg: StreamConfig) -> None:
-        """A new stream starts empty; a stored one must have been written for the same sources."""
-        if self.sources is None:
-            k = len(cfg.sources)
-            self.sources, self.count, self.max_et, self.wm = cfg.sources, [0] * k, [None] * k, [None] * k
-        elif tuple(self.sources) != cfg.sources:
+    @classmethod
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int, sources: tuple[str, ...]) -> StreamState:
+        if value[0] != LAYOUT_VERSION:
+            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
+        if value[1] != buckets:
+            raise _refuse("buckets", value[1], buckets)
+        stored = tuple(json.loads(value[3]))
+        if stored != sources:
             raise RuntimeError(
-                f"watermark_propagation: the checkpoint was written for the sources {list(self.sources)}, "
-                f"the graph now has {list(cfg.sources)}. Start from a new checkpoint."
+                f"watermark_propagation: the checkpoint was written for the sources {list(stored)}, "
+                f"the graph now has {list(sources)}. Start from a new checkpoint."
             )
+        numbers = np.frombuffer(bytes(value[4]), np.int64).reshape(2, -1)
+        return cls(buckets, stored, int(value[2]), numbers[0].copy(), numbers[1] != 0)
 
 
-# ---- processing one stream's rows (pure pandas/numpy; runs in the worker) ------
+# ---- rows between the stages ------------------------------------------------------
 
 
-class _Out(OutputRows):
+# ---- the wide stage: generators and regression checks per source (pure numpy) ---------
+
+
+class _WideOut(OutputRows):
+    """The first stage's rows of one call: table rows and summaries (WIDE_SCHEMA)."""
+
     def __init__(self, stream_id: str) -> None:
-        super().__init__(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+        super().__init__(stream_id, (*OUTPUT_COLUMNS, "kw_route", *SUMMARY_COLS), STRING_COLS)
 
 
-def _nullable(values: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
-    has = np.array([v is not None for v in values], bool)
-    return np.array([0 if v is None else v for v in values], np.int64), has
-
-
-def _grouped_cummax_before(groups: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: the maximum of the earlier values of its group, and whether there is one (int64 only:
-    a pandas shift would pass through float and lose large times)."""
-    n = len(values)
+def _grouped_runs(groups: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row (rows in arrival order): its 1-based rank among the rows of its group, the running
+    maximum of its group's values up to it, and the one before it (0 for a group's first row).
+    int64 throughout: a pandas groupby shift would pass through float and lose large times."""
+    n = len(groups)
     order = np.argsort(groups, kind="stable")
     g, v = groups[order], values[order]
-    running = pd.Series(v).groupby(g, sort=False).cummax().to_numpy(np.int64)
-    has_sorted = np.zeros(n, bool)
-    has_sorted[1:] = g[1:] == g[:-1]
+    first = np.ones(n, bool)
+    first[1:] = g[1:] != g[:-1]
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], n)
+    rank_sorted = np.arange(1, n + 1) - np.repeat(starts, ends - starts)
+    run_sorted = np.empty(n, np.int64)
+    for a, e in zip(starts.tolist(), ends.tolist()):  # one slice per source of the call
+        np.maximum.accumulate(v[a:e], out=run_sorted[a:e])
     before_sorted = np.zeros(n, np.int64)
-    before_sorted[1:] = np.where(has_sorted[1:], running[:-1], 0)
-    before, has = np.empty(n, np.int64), np.empty(n, bool)
-    before[order], has[order] = before_sorted, has_sorted
-    return before, has
+    before_sorted[1:] = np.where(first[1:], 0, run_sorted[:-1])
+    rank, run, before = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    rank[order], run[order], before[order] = rank_sorted, run_sorted, before_sorted
+    return rank, run, before
 
 
-def process_rows(
-    state: StreamState, rows: pd.DataFrame, cfg: StreamConfig, stream_id: str, has_batch: bool
-) -> pd.DataFrame:
-    """Applies one call's rows of one stream to its state; returns the output rows.
+def _last_of_each(groups: np.ndarray) -> np.ndarray:
+    """Marks the last row of each group value (rows in arrival order)."""
+    last = np.ones(len(groups), bool)
+    order = np.argsort(groups, kind="stable")
+    last[order[:-1]] = groups[order][1:] != groups[order][:-1]
+    return last
 
-    ``rows`` has the normalised columns wp_batch, wp_seq, wp_kind, wp_node,
-    wp_et, wp_et_null, wp_time, wp_time_null.
+
+def process_bucket_batch(
+    st: BucketState, rows: pd.DataFrame, cfg: StreamConfig, b: int, bucket: int, ordered: bool, out: _WideOut
+) -> None:
+    """One batch of one bucket: its sources' generators and regression checks, in arrival order.
+
+    ``rows`` has the normalised columns wp_seq, wp_kind, wp_node, wp_et, wp_et_null, wp_time,
+    wp_time_null; without an arrival order (``ordered`` false) they are taken by time, ties by node.
     """
-    state.bind(cfg)
-    out = _Out(stream_id)
-    for b, part in batches_in(rows, "wp_batch", has_batch, state.batches):
-        _process_batch(state, part, cfg, b, out)
-        state.batches += 1
-    return out.frame()
-
-
-def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: int, out: _Out) -> None:
-    rows = rows.sort_values("wp_seq", kind="stable")
     kind = rows["wp_kind"].to_numpy(object)
     node = rows["wp_node"].to_numpy(object)
     et = rows["wp_et"].to_numpy(np.int64)
-    et_null = rows["wp_et_null"].to_numpy(bool)
     tm = rows["wp_time"].to_numpy(np.int64)
-    tm_null = rows["wp_time_null"].to_numpy(bool)
-    seq = rows["wp_seq"].to_numpy(np.int64)
+    item = kind != "batch_end"  # the marker is no item
+    if ordered:
+        seq = rows["wp_seq"].to_numpy(np.int64)
+        arrival = np.flatnonzero(item)[np.argsort(seq[item], kind="stable")]
+    else:
+        seq = np.where(kind == "watermark", tm, et)
+        by_time = pd.DataFrame({"when": seq, "node": node})[item]
+        arrival = by_time.sort_values(["when", "node"], kind="stable").index.to_numpy()
+    kind, node, et, tm, seq = kind[arrival], node[arrival], et[arrival], tm[arrival], seq[arrival]
+    et_null = rows["wp_et_null"].to_numpy(bool)[arrival]
+    tm_null = rows["wp_time_null"].to_numpy(bool)[arrival]
+    n = len(arrival)
+    # The arrival position: (seq, 0, 0), or (time, rank of the node id, position in this bucket).
+    seq_out = (seq, np.full(n, not ordered))
     k = len(cfg.sources)
 
     # OXW-R17: the checks in their order, the first failing one wins (np.select picks the first).
-    is_event, is_report, marker = kind == "event", kind == "watermark", kind == "batch_end"
+    is_event, is_report = kind == "event", kind == "watermark"
     node_null = pd.isna(node)
     names = pd.Index(np.where(node_null, "", node).astype(object))
-    node_pos, src_pos = pd.Index(cfg.nodes).get_indexer(names), pd.Index(cfg.sources).get_indexer(names)
+    node_pos, src_pos = cfg.node_index.get_indexer(names), cfg.source_index.get_indexer(names)
     err = np.select(
         [~(is_event | is_report), node_null, node_pos < 0, src_pos < 0, is_event & et_null,
          is_report & tm_null],
@@ -323,91 +440,141 @@ def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: in
          "missing_time"],
         default="",
     ).astype(object)  # fmt: skip
-    err[marker] = ""
     bad = err != ""
     if bad.any():
-        out.add("errors", int(bad.sum()), batch=b, seq=seq[bad], reason=err[bad])
+        out.add("errors", int(bad.sum()), batch=b, seq=(seq_out[0][bad], seq_out[1][bad]), reason=err[bad],
+                kw_route=bucket)  # fmt: skip
+
+    # This bucket's sources, as columns over the whole source list for the call.
+    count = np.zeros(k, np.int64)
+    top = np.zeros(k, np.int64)
+    wm = np.zeros(k, np.int64)
+    has_wm = np.zeros(k, bool)
+    held = st.rows[:, 0]
+    count[held], top[held], wm[held] = st.rows[:, 1], st.rows[:, 2], st.rows[:, 3]
+    has_wm[held] = st.rows[:, 4] != 0
 
     # OXW-R1, R2: the generators, a grouped running count and maximum per source.
     ev = is_event & ~bad
-    ev_src, ev_t, ev_seq = src_pos[ev], et[ev], seq[ev]
-    stored_count = np.array(st.count, np.int64)
-    stored_max, stored_has_max = _nullable(st.max_et)
-    counted = pd.Series(np.ones(len(ev_src), np.int64)).groupby(ev_src, sort=False).cumsum().to_numpy()
-    n_th = stored_count[ev_src] + counted if len(ev_src) else np.zeros(0, np.int64)
-    run_max = pd.Series(ev_t).groupby(ev_src, sort=False).cummax().to_numpy(np.int64)
-    run_max = np.where(stored_has_max[ev_src], np.maximum(run_max, stored_max[ev_src]), run_max)
+    ev_src, ev_t, ev_at = src_pos[ev], et[ev], np.flatnonzero(ev)
+    counted, run_max, _ = _grouped_runs(ev_src, ev_t)
+    n_th = count[ev_src] + counted
+    run_max = np.where(count[ev_src] > 0, np.maximum(run_max, top[ev_src]), run_max)
     emits = n_th % cfg.advance_threshold == 0  # OXW-R2
     gen_value = sat_sub(run_max[emits], cfg.max_out_of_order_ms)
+    src_names = np.asarray(cfg.sources, dtype=object)
     if emits.any():
-        src_names = np.asarray(cfg.sources, dtype=object)
-        out.add("generated", int(emits.sum()), batch=b, seq=ev_seq[emits], key=src_names[ev_src[emits]],
-                watermark=gen_value)  # fmt: skip
-    for s in np.unique(ev_src).tolist():
-        mine = ev_src == s
-        st.count[s] += int(mine.sum())
-        st.max_et[s] = int(run_max[mine][-1])
+        at = ev_at[emits]
+        out.add("generated", int(emits.sum()), batch=b, seq=(seq_out[0][at], seq_out[1][at]),
+                key=src_names[ev_src[emits]], watermark=gen_value, kw_route=bucket)  # fmt: skip
+    if len(ev_src):
+        last = _last_of_each(ev_src)
+        count[ev_src[last]] = n_th[last]
+        top[ev_src[last]] = run_max[last]
 
-    # OXW-R11, R12: candidate source updates in seq order, judged against the running maximum.
+    # OXW-R11, R12: candidate updates in arrival order, judged against the source's running maximum.
     rep = is_report & ~bad
-    c_seq = np.concatenate([ev_seq[emits], seq[rep]])
-    order = np.argsort(c_seq, kind="stable")
-    c_seq = c_seq[order]
+    c_at = np.concatenate([ev_at[emits], np.flatnonzero(rep)])
+    order = np.argsort(c_at, kind="stable")
+    c_at = c_at[order]
     c_src = np.concatenate([ev_src[emits], src_pos[rep]])[order]
     c_val = np.concatenate([gen_value, tm[rep]])[order]
-    stored_wm, stored_has_wm = _nullable(st.wm)
-    before, has_before = _grouped_cummax_before(c_src, c_val)
-    prev_has = has_before | stored_has_wm[c_src]
+    rank, _, before = _grouped_runs(c_src, c_val)
+    has_before = rank > 1
+    prev_has = has_before | has_wm[c_src]
     prev = np.where(
-        has_before & stored_has_wm[c_src], np.maximum(before, stored_wm[c_src]),
-        np.where(has_before, before, stored_wm[c_src]),
-    )  # fmt: skip
+        has_before & has_wm[c_src], np.maximum(before, wm[c_src]), np.where(has_before, before, wm[c_src])
+    )
     violation = prev_has & (c_val < prev)
     if violation.any():
-        source_names = np.asarray(cfg.sources, dtype=object)
+        at = c_at[violation]
         out.add(
-            "violations", int(violation.sum()), batch=b, seq=c_seq[violation],
-            key=source_names[c_src[violation]], watermark=c_val[violation], reason="regression",
+            "violations", int(violation.sum()), batch=b, seq=(seq_out[0][at], seq_out[1][at]),
+            key=src_names[c_src[violation]], watermark=c_val[violation], reason="regression", kw_route=bucket,
         )  # fmt: skip
-        st.violation_count += int(violation.sum())
-    new_val = np.where(prev_has, np.maximum(prev, c_val), c_val)
+    changes = ~prev_has | (c_val > prev)  # an equal update changes nothing (OXW-R12)
+    if changes.any():
+        at, src, val = c_at[changes], c_src[changes], c_val[changes]
+        m = len(at)
+        out.add("watermarks", m, batch=b, seq=(seq_out[0][at], seq_out[1][at]), key=src_names[src],
+                watermark=val, kw_route=bucket)  # fmt: skip
+        tie = np.zeros(m, np.int64) if ordered else cfg.source_rank[src]
+        out.add(
+            "summary", m, batch=b, kw_route=SUMMARY_ROUTE, s_final=0, s_order=seq[at], s_tie=tie,
+            s_pos=np.zeros(m, np.int64) if ordered else at, s_source=src, s_value=val,
+        )  # fmt: skip
+        last = _last_of_each(src)
+        wm[src[last]], has_wm[src[last]] = val[last], True
+    out.add("summary", 1, batch=b, kw_route=SUMMARY_ROUTE, s_final=1, s_violations=int(violation.sum()))
 
-    # Source values after each candidate: row 0 is the stored state, forward-filled per source.
-    m = len(c_val)
-    vals = np.zeros((m + 1, k), np.int64)
-    has = np.zeros((m + 1, k), bool)
-    vals[0], has[0] = stored_wm, stored_has_wm
-    set_at = np.zeros((m + 1, k), bool)
-    set_at[0] = True
-    if m:
-        rows_i = np.arange(1, m + 1)
-        vals[rows_i, c_src], has[rows_i, c_src], set_at[rows_i, c_src] = new_val, True, True
-    last_set = np.maximum.accumulate(np.where(set_at, np.arange(m + 1)[:, None], 0), axis=0)
-    cols = np.arange(k)[None, :]
-    vals, has = vals[last_set, cols], has[last_set, cols]
+    keep = np.flatnonzero((count > 0) | has_wm)
+    st.rows = np.column_stack([keep, count[keep], top[keep], wm[keep], has_wm[keep]]).astype(np.int64)
+    st.rows = st.rows.reshape(-1, len(_SOURCE_FIELDS))
 
-    # OXW-R13..R15: each operator's output = min over its ancestor sources, null while one is silent.
-    n_nodes = len(cfg.nodes)
-    outs = np.zeros((m + 1, n_nodes), np.int64)
-    silent = np.zeros((m + 1, n_nodes), bool)
-    for j in range(n_nodes):
-        anc = cfg.ancestors[j]
-        outs[:, j] = np.where(anc[None, :], vals, np.int64(I64_MAX)).min(axis=1) if anc.any() else I64_MAX
-        silent[:, j] = (~has[:, anc]).any(axis=1)
-    if m:
-        changed = (silent[1:] != silent[:-1]) | (~silent[1:] & (outs[1:] != outs[:-1]))  # OXW-R18
-        ci, cj = np.nonzero(changed)
-        if len(ci):
-            node_names = np.asarray(cfg.nodes, dtype=object)
-            out.add("watermarks", len(ci), batch=b, seq=c_seq[ci], key=node_names[cj],
-                    watermark=outs[1:][ci, cj])  # fmt: skip
-    st.wm = [int(v) if h else None for v, h in zip(vals[-1], has[-1], strict=True)]
 
+# ---- the narrow stage: the graph, on accepted updates only (pure numpy) -------------
+
+
+def node_outputs(cfg: StreamConfig, values: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every node's output (nodes x points) from the sources' watermarks (sources x points), and
+    whether it is silent: a node with upstreams has their minimum, silent while one is (OXW-R13, R14)."""
+    points = values.shape[1]
+    out = np.zeros((len(cfg.nodes), points), np.int64)
+    silent = np.ones((len(cfg.nodes), points), bool)
+    out[cfg.source_nodes] = values
+    silent[cfg.source_nodes] = ~has
+    for j, ups in cfg.steps:  # topological order: the upstreams are done
+        out[j] = out[ups].min(axis=0)
+        silent[j] = silent[ups].any(axis=0)
+    return out, silent
+
+
+def propagate_batch(
+    st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: int, ordered: bool, out: OutputRows
+) -> Iterator[None]:
+    """One batch of one stream's summaries: the updates through the graph in arrival order, block
+    by block (OXW-R13..R16, R18), then the progress row, all added to ``out``. Yields after each
+    block, so the caller may pass on and clear what ``out`` holds."""
+    final = rows["s_final"].to_numpy(np.int64) == 1
+    order, tie, pos, src, val = (
+        rows[c].to_numpy(np.int64)[~final] for c in ("s_order", "s_tie", "s_pos", "s_source", "s_value")
+    )
+    arrival = np.lexsort((pos, tie, order))  # stable, the last key first
+    order, src, val = order[arrival], src[arrival], val[arrival]
+    k, n_nodes = len(cfg.sources), len(cfg.nodes)
+    with_ups = np.array([j for j, _ in cfg.steps], np.int64)
+    node_names = np.asarray(cfg.nodes, dtype=object)
+    block = max(1, BLOCK_CELLS // max(1, k + n_nodes))
+    for start in range(0, len(src), block):
+        m = min(block, len(src) - start)
+        # Sources x (1 + m): column 0 holds the values before the block, column i those after update i.
+        values = np.repeat(st.watermark[:, None], m + 1, axis=1)
+        has = np.repeat(st.has_watermark[:, None], m + 1, axis=1)
+        set_at = np.zeros((k, m + 1), bool)
+        cols = np.arange(1, m + 1)
+        s = src[start : start + m]
+        values[s, cols], has[s, cols], set_at[s, cols] = val[start : start + m], True, True
+        set_at[:, 0] = True
+        last_set = np.maximum.accumulate(np.where(set_at, np.arange(m + 1)[None, :], 0), axis=1)
+        values = np.take_along_axis(values, last_set, axis=1)
+        has = np.take_along_axis(has, last_set, axis=1)
+        outputs, silent = node_outputs(cfg, values, has)
+        o, q = outputs[with_ups], silent[with_ups]
+        changed = (q[:, 1:] != q[:, :-1]) | (~q[:, 1:] & (o[:, 1:] != o[:, :-1]))  # OXW-R18
+        nj, ni = np.nonzero(changed)
+        if len(ni):
+            out.add(
+                "watermarks", len(ni), batch=b, seq=(order[start + ni], np.full(len(ni), not ordered)),
+                key=node_names[with_ups[nj]], watermark=o[nj, ni + 1],
+            )  # fmt: skip
+        st.watermark, st.has_watermark = values[:, -1].copy(), has[:, -1].copy()
+        yield
+    st.violation_count += int(rows["s_violations"].to_numpy(np.int64)[final].sum())
     # OXW-R8, R16: the aligner over the sources and over the sinks (I64_MIN for none or a silent one).
-    aligned = I64_MIN if k == 0 or not has[-1].all() else int(vals[-1].min())
+    aligned = I64_MIN if k == 0 or not st.has_watermark.all() else int(st.watermark.min())
+    outputs, silent = node_outputs(cfg, st.watermark[:, None], st.has_watermark[:, None])
     sinks = cfg.is_sink
-    final_silent, final_out = silent[-1][sinks], outs[-1][sinks]
-    glob = I64_MIN if not sinks.any() or final_silent.any() else int(final_out.min())
+    glob = I64_MIN if not sinks.any() or silent[sinks, 0].any() else int(outputs[sinks, 0].min())
     out.add("progress", 1, batch=b, aligned_watermark=aligned, global_watermark=glob,
             violation_count=st.violation_count)  # fmt: skip
 
@@ -415,35 +582,90 @@ def _process_batch(st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, b: in
 # ---- the Spark operator ----------------------------------------------------------
 
 
-class WatermarkPropagationProcessor(StreamGroupProcessor[StreamConfig]):
-    """The stateful processor: one call per stream (group) and micro-batch."""
+class SourceBucketProcessor(StatefulProcessor):  # type: ignore[misc]
+    """The wide stage: one call per (stream, source bucket) and micro-batch."""
 
-    state_name = "watermark_propagation"
-    state_schema = STATE_SCHEMA
-    state_class = StreamState
+    def __init__(
+        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int
+    ) -> None:
+        self.default = default
+        self.per_stream = dict(per_stream)
+        self.ordered = ordered
+        self.buckets = buckets
 
-    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        return with_defaults(pdf, _DEFAULTS)
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("bucket", BUCKET_SCHEMA)
 
-    def process(self, st: StreamState, pdf: pd.DataFrame, cfg: StreamConfig, stream_id: str) -> pd.DataFrame:
-        return process_rows(st, pdf, cfg, stream_id, self.has_batch)
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        stream_id, bucket = str(key[0]), int(key[1])
+        frames = list(rows)
+        pdf = with_defaults(
+            frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True), _DEFAULTS
+        )
+        cfg = self.per_stream.get(stream_id, self.default)
+        stored = self.state.get()
+        st = (
+            BucketState.from_tuple(stored, self.buckets, cfg.sources_digest) if stored is not None
+            else BucketState(self.buckets, cfg.sources_digest)
+        )  # fmt: skip
+        before = st.to_tuple()
+        out = _WideOut(stream_id)
+        for b, part in batches_in(pdf, "wp_batch", True, 0):
+            process_bucket_batch(st, part, cfg, b, bucket, self.ordered, out)
+        after = st.to_tuple()
+        if after != before:
+            self.state.update(after)  # a call that changed nothing (errors, markers) writes nothing
+        yield out.masked_frame(NULL_MASK)
+
+    def close(self) -> None:
+        pass
 
 
-class _UnorderedProcessor(WatermarkPropagationProcessor):
-    """Without a seq column: rows in time order (event time or reported time), ties by node."""
+class GraphProcessor(SecondStage):
+    """The narrow stage (route -1): the graph over each stream's accepted updates."""
 
-    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = super().prepare(pdf)
-        when = np.where(pdf["wp_kind"].to_numpy(object) == "watermark", pdf["wp_time"], pdf["wp_et"])
-        pdf = pdf.assign(wp_when=when).sort_values(["wp_when", "wp_node"], kind="stable")
-        pdf = pdf.reset_index(drop=True)
-        pdf["wp_seq"] = np.arange(len(pdf), dtype=np.int64)
-        return pdf
+    columns = (*OUTPUT_COLUMNS, NULL_MASK)
+
+    def __init__(
+        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int
+    ) -> None:
+        self.default = default
+        self.per_stream = dict(per_stream)
+        self.ordered = ordered
+        self.buckets = buckets
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("stream", STREAM_SCHEMA)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        if int(key[1]) != SUMMARY_ROUTE:
+            yield from super().handleInputRows(key, rows, timerValues)
+            return
+        stream_id = str(key[0])
+        frames = list(rows)
+        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        cfg = self.per_stream.get(stream_id, self.default)
+        stored = self.state.get()
+        st = (
+            StreamState.from_tuple(stored, self.buckets, cfg.sources) if stored is not None
+            else StreamState(self.buckets, cfg.sources)
+        )  # fmt: skip
+        before = st.to_tuple()
+        out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+        for b, part in batches_in(pdf, "batch", True, 0):
+            for _ in propagate_batch(st, part, cfg, b, self.ordered, out):
+                if sum(n for n, _ in out.pieces) >= FLUSH_ROWS:
+                    yield out.masked_frame(NULL_MASK)
+                    out.pieces.clear()
+        after = st.to_tuple()
+        if after != before or stored is None:
+            self.state.update(after)
+        yield out.masked_frame(NULL_MASK)
 
 
 _DEFAULTS: dict[str, Any] = {
-    "wp_batch": np.int64(0), "wp_seq": np.int64(0), "wp_et": np.int64(0), "wp_et_null": True,
-    "wp_time": np.int64(0), "wp_time_null": True,
+    "wp_seq": np.int64(0), "wp_et": np.int64(0), "wp_et_null": True, "wp_time": np.int64(0),
+    "wp_time_null": True,
 }  # fmt: skip
 
 
@@ -473,10 +695,13 @@ def watermark_propagation(
     kind_col: str | None = None,
     batch_col: str | None = None,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    buckets: int | None = None,
 ) -> WatermarkPropagationStreams:
     """Generates per-source watermarks and propagates them over the graph (see the module docstring).
 
-    Raises ``harness.traces.InvalidConfig`` for a bad setting, graph or column.
+    ``buckets``: wide-stage groups per stream (default: 4 per shuffle partition of the session),
+    fixed in the checkpoint. Raises ``harness.traces.InvalidConfig`` for a bad setting, graph or
+    column.
     """
     from pyspark.sql import functions as F
 
@@ -488,6 +713,7 @@ def watermark_propagation(
     )  # fmt: skip
     if event_time_col is None and watermark_col is None:
         raise InvalidConfig("give event_time_col, watermark_col or both")
+    buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
     check_columns(
         fields,
@@ -498,6 +724,7 @@ def watermark_propagation(
     cols = [
         stream_id_column(stream_id_col, "wp_sid"),
         F.col(node_col).cast("string").alias("wp_node"),
+        (long_or_zero(batch_col) if batch_col else F.unix_millis(F.current_timestamp())).alias("wp_batch"),
     ]
     if event_time_col is not None:
         et = event_time_millis(fields, event_time_col)
@@ -513,21 +740,31 @@ def watermark_propagation(
         cols.append(F.lit("event").alias("wp_kind"))
     if seq_col is not None:
         cols.append(long_or_zero(seq_col).alias("wp_seq"))
-    if batch_col is not None:
-        cols.append(long_or_zero(batch_col).alias("wp_batch"))
-    processor_class = WatermarkPropagationProcessor if seq_col else _UnorderedProcessor
-    processor = processor_class(default, per_stream, batch_col is not None)
-    output = one_group_per_stream(df, cols, "wp_sid", processor, OUTPUT_SCHEMA)
+    rows = df.select(*cols)
+    # Every row belongs to its node's bucket; only the batch marker goes to bucket 0.
+    is_item = F.coalesce(F.col("wp_kind") != "batch_end", F.lit(True))
+    rows = to_buckets(
+        rows, buckets, F.xxhash64(F.col("wp_node")), is_item, F.lit(True), F.lit(False), "wp_bucket"
+    )
+    ordered = seq_col is not None
+    wide = SourceBucketProcessor(default, per_stream, ordered, buckets)
+    narrow = GraphProcessor(default, per_stream, ordered, buckets)
+    both = two_stages(rows, "wp_sid", "wp_bucket", wide, WIDE_SCHEMA, narrow, PASS_SCHEMA)
+    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
     return WatermarkPropagationStreams(output=output, **table_projections(output, TABLE_COLUMNS))
+
+
+ENGINE_BUCKETS = 3
 
 
 def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, its graph
-    from the trace config."""
+    from the trace config. Few buckets: a trace has a handful of sources and every group costs a
+    Python call per micro-batch; three still spread a trace's sources over groups."""
     return watermark_propagation(
         df, nodes=[], edges=[], node_col="key", event_time_col="event_time", watermark_col="time",
         stream_id_col="trace_id", seq_col="seq", kind_col="kind", batch_col="batch",
-        stream_configs=stream_configs,
+        stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
     ).output  # fmt: skip
 
 
@@ -584,16 +821,21 @@ def native_watermark_report(
 
 
 __all__ = [
+    "ENGINE_BUCKETS",
     "LAYOUT_VERSION",
     "OUTPUT_COLUMNS",
     "OUTPUT_SCHEMA",
+    "BucketState",
+    "GraphProcessor",
+    "SourceBucketProcessor",
     "StreamConfig",
     "StreamState",
-    "WatermarkPropagationProcessor",
     "WatermarkPropagationStreams",
     "engine_output",
     "native_watermark_report",
-    "process_rows",
+    "node_outputs",
+    "process_bucket_batch",
+    "propagate_batch",
     "validate_config",
     "watermark_propagation",
 ]
