@@ -7,8 +7,9 @@ sink with Trigger.AvailableNow by:
 
 - partitioned: ``partitioned_watermarks(df, source_col="source",
   partition_col="partition", event_time_col="event_time", seq_col="seq",
-  kind_col="kind", count_col="count", batch_col="batch")``, one stream (one
-  group) holding all partitions;
+  kind_col="kind", count_col="count", batch_col="batch", buckets=...)``, one
+  stream spread over ``--buckets`` wide-stage groups (default: 4 per shuffle
+  partition of the session), its summaries combined by one narrow group;
 - plain: ``groupBy("partition").agg(max("event_time"))``, update mode;
 - and the oracle (reference/partitioned_watermarks.py, pure Python) on the
   first ``--oracle-events`` events (default 100,000) in the same 10 batches.
@@ -82,7 +83,7 @@ def oracle_rate(table: Any, events: int, batches: int) -> float:
 
 def bench(
     spark: Any, events: int, partitions: int, batches: int, input_parts: int, repeats: int,
-    oracle_events: int, work: str,
+    oracle_events: int, work: str, buckets: int | None = None,
 ) -> None:  # fmt: skip
     from pyspark.sql import functions as F
 
@@ -102,6 +103,7 @@ def bench(
         pw = partitioned_watermarks(
             measure.trace_stream(spark, path, input_parts), source_col="source", partition_col="partition",
             event_time_col="event_time", seq_col="seq", kind_col="kind", count_col="count", batch_col="batch",
+            buckets=buckets,
         )  # fmt: skip
         return measure.run_query(pw.output, "append", os.path.join(work, f"ck-pw-{partitions}-{attempt}"))
 
@@ -124,12 +126,15 @@ def main() -> None:
     parser.add_argument("--input-partitions", type=int, default=2, help="input partitions per micro-batch")
     parser.add_argument("--repeats", type=int, default=3, help="alternating runs per operator")
     parser.add_argument("--oracle-events", type=int, default=100_000, help="events the oracle runs on")
+    parser.add_argument(
+        "--buckets", type=int, default=None, help="wide-stage groups (default: 4 per partition)"
+    )
     args = parser.parse_args()
 
     with measure.spark_workdir("pw-bench-") as (spark, work):
         for partitions in args.partitions:
             bench(spark, args.events, partitions, args.batches, args.input_partitions, args.repeats,
-                  args.oracle_events, work)  # fmt: skip
+                  args.oracle_events, work, args.buckets)  # fmt: skip
 
 
 if __name__ == "__main__":

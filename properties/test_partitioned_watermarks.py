@@ -887,51 +887,124 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     check_generated(engine_under_test, *DIFFERENTIAL)
 
 
-# ---- the Spark operator's auto_register option (no registration rows in the stream) ---------
+# ---- the Spark operator: its options and its state ------------------------------------------
 
 
-def _auto_register_output(auto_register: bool) -> dict[str, list[tuple[Any, ...]]]:
-    """Three events of two partitions of an unregistered source, through the operator's pure core."""
-    import numpy as np
-    import pandas as pd
+def _spark_output(batches: list[list[dict[str, Any]]], **options: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """``batches`` of rows (source, partition, event_time, and seq / arrival when given) through
+    ``partitioned_watermarks`` in one query on the ``trace`` source; the tables without stream_id."""
+    import os
+    import shutil
+    import tempfile
 
-    from spark_impl.partitioned_watermarks import (
-        TABLE_COLUMNS,
-        StreamState,
-        _Rows,
-        process_rows,
-        validate_config,
-    )
+    import pyarrow as pa
 
-    events = [(3, 1, 5000), (3, 2, 7000), (3, 1, 9000)]
-    rows: dict[str, Any] = {
-        "pw_batch": np.zeros(3, np.int64),
-        "pw_seq": np.arange(3, dtype=np.int64),
-        "pw_kind": ["event"] * 3,
+    from spark_impl.partitioned_watermarks import TABLE_COLUMNS, partitioned_watermarks
+    from spark_impl.session import get_spark
+    from spark_impl.trace_source import SOURCE_NAME, write_trace_file
+
+    spark = get_spark()
+    names = sorted({k for batch in batches for row in batch for k in row})
+    cols: dict[str, list[int]] = {"batch": [], **{n: [] for n in names}}
+    for b, batch in enumerate(batches):
+        for row in batch:
+            cols["batch"].append(b)
+            for n in names:
+                cols[n].append(row[n])
+    work = tempfile.mkdtemp(prefix="pw-spark-")
+    try:
+        path = os.path.join(work, "rows.parquet")
+        write_trace_file(path, pa.table({k: pa.array(v, pa.int64()) for k, v in cols.items()}))
+        df = (
+            spark.readStream.format(SOURCE_NAME).option("path", path).option("num_batches", str(len(batches)))
+            .load()
+        )  # fmt: skip
+        pw = partitioned_watermarks(
+            df, source_col="source", partition_col="partition", event_time_col="event_time",
+            batch_col="batch", **options,
+        )  # fmt: skip
+        sink = os.path.join(work, "sink")
+        query = (
+            pw.output.writeStream.format("parquet").option("path", sink)
+            .option("checkpointLocation", os.path.join(work, "checkpoint")).trigger(availableNow=True).start()
+        )  # fmt: skip
+        query.awaitTermination()
+        assert query.exception() is None, query.exception()
+        rows = [r.asDict() for r in spark.read.parquet(sink).collect()]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {
+        table: sorted(
+            (tuple(r[c] for c in cols[1:]) for r in rows if r["output"] == table),
+            key=lambda t: tuple((v is not None, v) for v in t),
+        )
+        for table, cols in TABLE_COLUMNS.items()
     }
-    for name in _Rows.LONGS:
-        given = {"source": 0, "partition": 1, "event_time": 2}.get(name)
-        rows[f"pw_{name}"] = np.array([0 if given is None else e[given] for e in events], np.int64)
-        rows[f"pw_{name}_null"] = np.full(3, given is None)
-    out = process_rows(StreamState(), pd.DataFrame(rows), validate_config({}), "s", True, auto_register)
-    tables: dict[str, list[tuple[Any, ...]]] = {}
-    for table, cols in TABLE_COLUMNS.items():
-        rows_of_table = out[out["output"] == table][list(cols)[1:]]  # without stream_id
-        records = rows_of_table.itertuples(index=False)
-        tables[table] = [tuple(None if pd.isna(v) else v for v in r) for r in records]
-    return tables
 
 
-@pytest.mark.clauses("F064-R2", "F064-R22")
-def test_spark_auto_register_tracks_partitions_on_first_sight() -> None:
-    """Without registration rows a Kafka-like stream is refused, unless auto_register is set."""
-    strict = _auto_register_output(False)
-    assert [r[-1] for r in strict["errors"]] == ["unknown_source"] * 3
-    assert strict["progress"] == [(0, None, 0, 0, 0, 0, 0)]
+@pytest.mark.clauses("F064-R2", "F064-R3", "F064-R11", "F064-R22")
+def test_spark_auto_register_and_processing_time_from_the_data() -> None:
+    """No registration rows and no clock rows: with ``auto_register`` an event of an unknown
+    source registers it and adds its partition fresh (no rebalance), and with
+    ``processing_time_col`` the processing clock is the latest arrival time of a
+    micro-batch's rows, moved before its rows (F064-R11: a partition idles once a
+    micro-batch starts more than the idle timeout after its latest update)."""
+    out = _spark_output(
+        [
+            [
+                {"seq": 0, "source": 3, "partition": 1, "event_time": 5000, "arrival": 100},
+                {"seq": 1, "source": 3, "partition": 2, "event_time": 7000, "arrival": 100},
+                {"seq": 2, "source": 3, "partition": 1, "event_time": 9000, "arrival": 100},
+            ],
+            [{"seq": 0, "source": 3, "partition": 1, "event_time": 12000, "arrival": 900}],
+            [{"seq": 0, "source": 3, "partition": 1, "event_time": 13000, "arrival": 1200}],
+        ],
+        seq_col="seq", auto_register=True, processing_time_col="arrival", idle_timeout_ms=1000, buckets=2,
+        block_partitions=1,
+    )  # fmt: skip
+    assert out["errors"] == []
+    # Batch 0: both partitions found at clock 100 and updated in one step: combined 7000.
+    # Batch 1, clock 900: nothing idles (900 - 100 is not over 1000); partition 2 holds it at 7000.
+    # Batch 2, clock 1200: partition 2 idles (1200 - 100 > 1000), so the clock move advances the
+    # combined to partition 1's 12000, and the step after it to 13000.
+    assert out["progress"] == [
+        (0, 7000, 2, 2, 0, 1, 0),
+        (1, 7000, 2, 2, 0, 1, 0),
+        (2, 13000, 2, 1, 1, 3, 0),
+    ]
+    assert out["partitions"] == [
+        (0, 3, 1, 9000, "active", None), (0, 3, 2, 7000, "active", None),
+        (1, 3, 1, 12000, "active", None),
+        (2, 3, 1, 13000, "active", None), (2, 3, 2, 7000, "idle", None),
+    ]  # fmt: skip
+    assert out["sources"] == [(0, 3, 7000, 2), (2, 3, 13000, 1)]
 
-    auto = _auto_register_output(True)
-    assert auto["errors"] == []
-    # Registered fresh on first sight (no rebalance counted), then updated in the same step:
-    # partition 1 reaches 9000, partition 2 7000, so the combined watermark is 7000.
-    assert auto["progress"] == [(0, 7000, 2, 2, 0, 1, 0)]
-    assert sorted(auto["partitions"]) == [(0, 3, 1, 9000, "active", None), (0, 3, 2, 7000, "active", None)]
+
+@pytest.mark.clauses("F064-R23")
+def test_spark_state_layout_is_versioned() -> None:
+    """A checkpoint of another layout version, or of another bucket count, is refused with
+    both values named, never misread; the tracked set and the sources cross a restart."""
+    import numpy as np
+
+    from spark_impl.partitioned_watermarks import LAYOUT_VERSION, BucketState, StreamState, Tracked
+
+    tracked = Tracked()
+    tracked.register(0, 8)
+    tracked.remove(0, 3)
+    tracked.add(0, 12)
+    assert tracked.covers(0, 0, 2) and not tracked.covers(0, 2, 4) and tracked.covers(0, 12, 12)
+    blocks = np.arange(9, dtype=np.int64).reshape(1, 9)
+    bucket = BucketState(8, 4, clock=5, sources={0, 2}, tracked=tracked, blocks=blocks).to_tuple()
+    assert BucketState.from_tuple(bucket, 8).to_tuple() == bucket
+    stream = StreamState(8, combined=-(2**63), advances=2, rebalances=1).to_tuple()
+    assert StreamState.from_tuple(stream, 8).to_tuple() == stream
+    assert StreamState.from_tuple(stream, 8).combined == -(2**63)
+    newer = LAYOUT_VERSION + 1
+    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
+        BucketState.from_tuple((newer, *bucket[1:]), 8)
+    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple((newer, *stream[1:]), 8)
+    with pytest.raises(RuntimeError, match="buckets 8.*buckets 4 only"):
+        BucketState.from_tuple(bucket, 4)
+    with pytest.raises(RuntimeError, match="buckets 8.*buckets 16 only"):
+        StreamState.from_tuple(stream, 16)
