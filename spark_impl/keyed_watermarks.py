@@ -129,7 +129,6 @@ import pandas as pd
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
     OutputRows,
-    StatefulProcessor,
     StatefulProcessorHandle,
     batches_in,
     check_columns,
@@ -138,7 +137,6 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
-    with_defaults,
 )
 from spark_impl.common import require_int as _require_int
 from spark_impl.common import sat_sub as _sat_sub
@@ -146,6 +144,8 @@ from spark_impl.scaleout import (
     CURRENT_TIMESTAMP,
     NULL_MASK,
     SecondStage,
+    WideStage,
+    check_layout,
     default_buckets,
     processing_time,
     restore_nulls,
@@ -345,13 +345,6 @@ def global_watermark(keys: int, idle: int, min_active: int, max_wm: int) -> int 
 # ---- state layouts -----------------------------------------------------------
 
 
-def _refuse(what: str, found: Any, expected: Any) -> RuntimeError:
-    return RuntimeError(
-        f"keyed_watermarks: the checkpoint holds {what} {found}; this release reads {what} "
-        f"{expected} only. Start from a new checkpoint."
-    )
-
-
 def _pack_text(values: np.ndarray) -> tuple[bytes, bytes]:
     encoded = [s.encode() for s in values.tolist()]
     return np.fromiter(map(len, encoded), np.int32, len(encoded)).tobytes(), b"".join(encoded)
@@ -394,10 +387,7 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        if value[0] != LAYOUT_VERSION:
-            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if value[1] != buckets:
-            raise _refuse("buckets", value[1], buckets)
+        check_layout("keyed_watermarks", value, LAYOUT_VERSION, buckets)
         subs = np.frombuffer(bytes(value[6]), np.int64).reshape(-1, len(_SUMMARY_FIELDS)).copy()
         return cls(buckets, int(value[2]), int(value[3]), int(value[4]), int(value[5]), subs)
 
@@ -462,10 +452,7 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
-        if value[0] != LAYOUT_VERSION:
-            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if value[1] != buckets:
-            raise _refuse("buckets", value[1], buckets)
+        check_layout("keyed_watermarks", value, LAYOUT_VERSION, buckets)
         summaries = np.frombuffer(bytes(value[5]), np.int64).reshape(-1, 4).copy()
         return cls(buckets, int(value[2]), int(value[3]), int(value[4]), summaries)
 
@@ -864,36 +851,37 @@ def _collapse_ticks(pdf: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([latest, pdf[~tick]], ignore_index=True)
 
 
-class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
+_DEFAULTS: dict[str, Any] = {
+    "kw_seq": np.int64(0), "kw_kind": "event", "kw_value": np.int64(0), "kw_time": np.int64(0),
+    "kw_time_null": True,
+}  # fmt: skip
+
+
+class KeyBucketProcessor(WideStage):
     """The wide stage: one call per (stream, bucket) and micro-batch."""
+
+    defaults = _DEFAULTS
 
     def __init__(
         self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int,
         block_keys: int,
     ) -> None:  # fmt: skip
-        self.default = default
-        self.per_stream = dict(per_stream)
-        self.ordered = ordered
-        self.buckets = buckets
+        super().__init__(default, per_stream, ordered, buckets)
         self.block_keys = block_keys
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.bucket_state = handle.getValueState("bucket", BUCKET_SCHEMA)
         self.blocks = handle.getMapState("blocks", "sub int", BLOCK_SCHEMA)
 
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
-        stream_id, bucket = str(key[0]), int(key[1])
-        frames = list(rows)
-        pdf = with_defaults(
-            frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True), _DEFAULTS
-        )
+    def process(
+        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+    ) -> Iterator[pd.DataFrame]:
         pdf = _collapse_ticks(pdf)
         if not self.ordered:
             # No arrival order given: the tick first, then event-time order, ties by key.
             pdf = pdf.assign(kw_first=pdf["kw_kind"].to_numpy(object) != "tick")
             pdf = pdf.sort_values(["kw_first", "kw_et", "kw_key"], kind="stable").reset_index(drop=True)
             pdf["kw_seq"] = np.arange(len(pdf), dtype=np.int64)
-        cfg = self.per_stream.get(stream_id, self.default)
         stored = self.bucket_state.get()
         st = (
             BucketState.from_tuple(stored, self.buckets) if stored is not None
@@ -904,9 +892,6 @@ class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
             self._batch(st, cfg, bucket, part, b, out)
         self.bucket_state.update(st.to_tuple())
         yield out.masked_frame(NULL_MASK)
-
-    def close(self) -> None:
-        pass
 
     def _batch(
         self, st: BucketState, cfg: StreamConfig, bucket: int, rows: pd.DataFrame, b: int, out: _Out
@@ -1060,12 +1045,6 @@ def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows
         global_advances=st.global_advances, key_advances=st.key_advances,
         python_calls=int(rows["s_python_calls"].sum()) + 1, state_calls=int(rows["s_state_calls"].sum()) + 2,
     )  # fmt: skip
-
-
-_DEFAULTS: dict[str, Any] = {
-    "kw_seq": np.int64(0), "kw_kind": "event", "kw_value": np.int64(0), "kw_time": np.int64(0),
-    "kw_time_null": True,
-}  # fmt: skip
 
 
 @dataclass

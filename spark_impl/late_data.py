@@ -101,7 +101,6 @@ import pandas as pd
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
     OutputRows,
-    StatefulProcessor,
     StatefulProcessorHandle,
     batches_in,
     check_columns,
@@ -112,12 +111,13 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
-    with_defaults,
 )
 from spark_impl.scaleout import (
     NULL_MASK,
     SUMMARY_ROUTE,
     SecondStage,
+    WideStage,
+    check_layout,
     default_buckets,
     restore_nulls,
     two_stages,
@@ -203,13 +203,6 @@ def validate_config(config: Mapping[str, Any]) -> StreamConfig:
 # ---- state layouts (OXL-R18) -------------------------------------------------
 
 
-def _refuse(what: str, found: Any, expected: Any) -> RuntimeError:
-    return RuntimeError(
-        f"late_data: the checkpoint holds {what} {found}; this release reads {what} {expected} only. "
-        "Start from a new checkpoint."
-    )
-
-
 @dataclass
 class BucketState:
     """What one (stream, bucket) keeps in its ValueState; its sources are in a MapState."""
@@ -222,10 +215,7 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        if value[0] != LAYOUT_VERSION:
-            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if value[1] != buckets:
-            raise _refuse("buckets", value[1], buckets)
+        check_layout("late_data", value, LAYOUT_VERSION, buckets)
         return cls(buckets, int(value[2]))
 
 
@@ -246,10 +236,7 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
-        if value[0] != LAYOUT_VERSION:
-            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if value[1] != buckets:
-            raise _refuse("buckets", value[1], buckets)
+        check_layout("late_data", value, LAYOUT_VERSION, buckets)
         counts = np.frombuffer(bytes(value[2]), np.int64).copy()
         return cls(buckets, counts, int(value[3]), int(value[4]))
 
@@ -554,30 +541,26 @@ def _windows(
 # ---- the two stages -----------------------------------------------------------
 
 
-class SourceBucketProcessor(StatefulProcessor):  # type: ignore[misc]
+_DEFAULTS: dict[str, Any] = {
+    "ld_kind": "event", "ld_source": np.int64(0), "ld_source_null": True, "ld_time": np.int64(0),
+    "ld_time_null": True,
+}  # fmt: skip
+
+
+class SourceBucketProcessor(WideStage):
     """The wide stage: one call per (stream, source bucket) and micro-batch."""
 
-    def __init__(
-        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int
-    ) -> None:
-        self.default = default
-        self.per_stream = dict(per_stream)
-        self.ordered = ordered
-        self.buckets = buckets
+    defaults = _DEFAULTS
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.bucket_state = handle.getValueState("bucket", BUCKET_SCHEMA)
         self.sources = handle.getMapState("sources", SOURCE_KEY_SCHEMA, SOURCE_SCHEMA)
 
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
-        stream_id, bucket = str(key[0]), int(key[1])
-        frames = list(rows)
-        pdf = with_defaults(
-            frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True), _DEFAULTS
-        )
+    def process(
+        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+    ) -> Iterator[pd.DataFrame]:
         if not self.ordered:  # no arrival order given, and none needed: no watermark rows without kinds
             pdf = pdf.assign(ld_seq=np.arange(len(pdf), dtype=np.int64))
-        cfg = self.per_stream.get(stream_id, self.default)
         stored = self.bucket_state.get()
         bucket_st = (
             BucketState.from_tuple(stored, self.buckets) if stored is not None else BucketState(self.buckets)
@@ -659,12 +642,6 @@ def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows
         )  # fmt: skip
         st.position += n_side
     out.add("progress", 1, batch=b, open_windows=st.open_windows, **dict(zip(VERDICTS, st.counts.tolist())))
-
-
-_DEFAULTS: dict[str, Any] = {
-    "ld_kind": "event", "ld_source": np.int64(0), "ld_source_null": True, "ld_time": np.int64(0),
-    "ld_time_null": True,
-}  # fmt: skip
 
 
 @dataclass

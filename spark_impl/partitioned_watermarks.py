@@ -141,7 +141,6 @@ import pandas as pd
 from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, InvalidConfig
 from spark_impl.common import (
     OutputRows,
-    StatefulProcessor,
     StatefulProcessorHandle,
     batches_in,
     check_columns,
@@ -154,12 +153,13 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
-    with_defaults,
 )
 from spark_impl.scaleout import (
     CURRENT_TIMESTAMP,
     NULL_MASK,
     SecondStage,
+    WideStage,
+    check_layout,
     default_buckets,
     processing_time,
     restore_nulls,
@@ -405,13 +405,6 @@ class Tracked:
 # ---- state layouts -----------------------------------------------------------------
 
 
-def _refuse(what: str, found: Any, expected: Any) -> RuntimeError:
-    return RuntimeError(
-        f"partitioned_watermarks: the checkpoint holds {what} {found}; this release reads {what} "
-        f"{expected} only. Start from a new checkpoint."
-    )
-
-
 # One row per stored block: source, block, then AGG_FIELDS, then the earliest activity of an
 # active partition (which blocks a clock row may idle).
 BLOCK_FIELDS = ("source", "block", *AGG_FIELDS, "min_active_last")
@@ -437,10 +430,7 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        if value[0] != LAYOUT_VERSION:
-            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if value[1] != buckets:
-            raise _refuse("buckets", value[1], buckets)
+        check_layout("partitioned_watermarks", value, LAYOUT_VERSION, buckets)
         return cls(
             buckets, int(value[2]), int(value[3]),
             set(np.frombuffer(bytes(value[4]), np.int64).tolist()),
@@ -478,10 +468,7 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
-        if value[0] != LAYOUT_VERSION:
-            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if value[1] != buckets:
-            raise _refuse("buckets", value[1], buckets)
+        check_layout("partitioned_watermarks", value, LAYOUT_VERSION, buckets)
         return cls(
             buckets, int(value[2]) if value[3] else None, int(value[4]), int(value[5]),
             np.frombuffer(bytes(value[6]), np.int64).reshape(-1, 6).copy(),
@@ -790,31 +777,29 @@ def _source_figures(blocks: np.ndarray) -> dict[int, np.ndarray]:
     return result
 
 
-class PartitionBucketProcessor(StatefulProcessor):  # type: ignore[misc]
+_DEFAULTS: dict[str, Any] = {"pw_seq": np.int64(0), "pw_kind": "event", "pw_home": np.int64(0)}
+
+
+class PartitionBucketProcessor(WideStage):
     """The wide stage: one call per (stream, bucket) and micro-batch."""
+
+    defaults = _DEFAULTS
 
     def __init__(
         self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int,
         block_partitions: int, auto_register: bool,
     ) -> None:  # fmt: skip
-        self.default = default
-        self.per_stream = dict(per_stream)
-        self.ordered = ordered
-        self.buckets = buckets
+        super().__init__(default, per_stream, ordered, buckets)
         self.block_partitions = block_partitions
         self.strict = not auto_register
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.bucket_state = handle.getValueState("bucket", BUCKET_SCHEMA)
         self.blocks = handle.getMapState("blocks", "source long, block long", BLOCK_SCHEMA)
 
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
-        stream_id, bucket = str(key[0]), int(key[1])
-        frames = list(rows)
-        pdf = with_defaults(
-            frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True), _DEFAULTS
-        )
-        cfg = self.per_stream.get(stream_id, self.default)
+    def process(
+        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+    ) -> Iterator[pd.DataFrame]:
         stored = self.bucket_state.get()
         st = (
             BucketState.from_tuple(stored, self.buckets) if stored is not None
@@ -825,9 +810,6 @@ class PartitionBucketProcessor(StatefulProcessor):  # type: ignore[misc]
             self._batch(st, cfg, bucket, part, b, out)
         self.bucket_state.update(st.to_tuple())
         yield out.masked_frame(NULL_MASK)
-
-    def close(self) -> None:
-        pass
 
     def _batch(
         self, st: BucketState, cfg: StreamConfig, bucket: int, pdf: pd.DataFrame, b: int, out: _Out
@@ -1077,7 +1059,6 @@ def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows
     )  # fmt: skip
 
 
-_DEFAULTS: dict[str, Any] = {"pw_seq": np.int64(0), "pw_kind": "event", "pw_home": np.int64(0)}
 for _name in LONGS:
     _DEFAULTS[f"pw_{_name}"] = np.int64(0)
     _DEFAULTS[f"pw_{_name}_null"] = True

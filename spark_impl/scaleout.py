@@ -17,6 +17,8 @@ holds the pieces every operator built on it uses:
   per-stream figures in the group of route -1, which reads the summaries only,
   while every other group passes its rows through without touching state.
   Both stages are ``timeMode="None"``: each operator keeps its own watermarks.
+- ``WideStage``: the base of a first stage's processor (configuration per
+  stream, the call's rows as one frame).
 - ``SecondStage``: the processor of the second stage (pass-through, or the
   narrow work a subclass defines in ``summarise``).
 - ``restore_nulls``: the projection after the second stage that turns the
@@ -43,7 +45,7 @@ from typing import Any
 import pandas as pd
 
 from harness.traces import I64_MIN, InvalidConfig
-from spark_impl.common import StatefulProcessor, StatefulProcessorHandle
+from spark_impl.common import StatefulProcessor, StatefulProcessorHandle, with_defaults
 
 BUCKETS_PER_PARTITION = 4
 NULL_MASK = "kw_nulls"
@@ -56,6 +58,20 @@ def default_buckets(spark: Any) -> int:
     """``BUCKETS_PER_PARTITION`` buckets per shuffle partition of the session."""
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     return max(1, partitions) * BUCKETS_PER_PARTITION
+
+
+def check_layout(operator: str, value: tuple[Any, ...], version: int, buckets: int) -> None:
+    """Refuses a state value whose first two fields (layout version, bucket count) differ from
+    this release's: a checkpoint is bound to both (a key's bucket depends on the count)."""
+    for what, found, expected in (
+        ("state layout version", value[0], version),
+        ("buckets", value[1], buckets),
+    ):
+        if found != expected:
+            raise RuntimeError(
+                f"{operator}: the checkpoint holds {what} {found}; this release reads {what} {expected} "
+                "only. Start from a new checkpoint."
+            )
 
 
 def to_buckets(
@@ -106,6 +122,44 @@ def restore_nulls(df: Any, columns: Sequence[str], long_cols: Sequence[str]) -> 
     return df.select(*cols)
 
 
+def one_frame(rows: Iterator[pd.DataFrame], defaults: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """A call's Arrow chunks as one frame, with ``defaults`` for the columns the input lacks."""
+    frames = list(rows)
+    pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return with_defaults(pdf, defaults) if defaults else pdf
+
+
+class WideStage(StatefulProcessor):  # type: ignore[misc]
+    """The processor of the first stage: one call per (stream, bucket) and micro-batch, with the
+    stream's own configuration. A subclass opens its state in ``open_state`` and yields the
+    call's output frames from ``process``; ``defaults`` fills the optional input columns."""
+
+    defaults: Mapping[str, Any] = {}
+
+    def __init__(self, default: Any, per_stream: Mapping[str, Any], ordered: bool, buckets: int) -> None:
+        self.default = default
+        self.per_stream = dict(per_stream)
+        self.ordered = ordered  # the input has an arrival-order column
+        self.buckets = buckets
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.open_state(handle)
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        raise NotImplementedError
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        stream_id, bucket = str(key[0]), int(key[1])
+        config = self.per_stream.get(stream_id, self.default)
+        yield from self.process(stream_id, bucket, config, one_frame(rows, self.defaults))
+
+    def process(self, stream_id: str, bucket: int, config: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
 class SecondStage(StatefulProcessor):  # type: ignore[misc]
     """Route -1 of a stream: ``summarise`` (the narrow stage, with state); any other route:
     the first stage's table rows, passed through with the second stage's columns."""
@@ -125,10 +179,7 @@ class SecondStage(StatefulProcessor):  # type: ignore[misc]
             for frame in rows:
                 yield frame[list(self.columns)]
             return
-        frames = list(rows)
-        yield self.summarise(
-            str(stream_id), frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        )
+        yield self.summarise(str(stream_id), one_frame(rows))
 
     def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
         raise NotImplementedError
@@ -220,7 +271,10 @@ __all__ = [
     "ROUTE",
     "SUMMARY_ROUTE",
     "SecondStage",
+    "WideStage",
+    "check_layout",
     "default_buckets",
+    "one_frame",
     "processing_time",
     "restore_nulls",
     "to_buckets",

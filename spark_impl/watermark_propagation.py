@@ -106,7 +106,6 @@ import pandas as pd
 from harness.traces import I64_MIN, InvalidConfig
 from spark_impl.common import (
     OutputRows,
-    StatefulProcessor,
     StatefulProcessorHandle,
     batches_in,
     check_columns,
@@ -118,12 +117,13 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
-    with_defaults,
 )
 from spark_impl.scaleout import (
     NULL_MASK,
     SUMMARY_ROUTE,
     SecondStage,
+    WideStage,
+    check_layout,
     default_buckets,
     restore_nulls,
     to_buckets,
@@ -281,13 +281,6 @@ def validate_config(config: Mapping[str, Any]) -> StreamConfig:
 # ---- state layouts (OXW-R19) ----------------------------------------------------
 
 
-def _refuse(what: str, found: Any, expected: Any) -> RuntimeError:
-    return RuntimeError(
-        f"watermark_propagation: the checkpoint holds {what} {found}; this release reads {what} "
-        f"{expected} only. Start from a new checkpoint."
-    )
-
-
 _SOURCE_FIELDS = ("source", "count", "max_event_time", "watermark", "has_watermark")
 
 
@@ -305,10 +298,7 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int, graph: str) -> BucketState:
-        if value[0] != LAYOUT_VERSION:
-            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if value[1] != buckets:
-            raise _refuse("buckets", value[1], buckets)
+        check_layout("watermark_propagation", value, LAYOUT_VERSION, buckets)
         if value[2] != graph:
             raise RuntimeError(
                 "watermark_propagation: the checkpoint was written for another list of source nodes "
@@ -343,10 +333,7 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int, sources: tuple[str, ...]) -> StreamState:
-        if value[0] != LAYOUT_VERSION:
-            raise _refuse("state layout version", value[0], LAYOUT_VERSION)
-        if value[1] != buckets:
-            raise _refuse("buckets", value[1], buckets)
+        check_layout("watermark_propagation", value, LAYOUT_VERSION, buckets)
         stored = tuple(json.loads(value[3]))
         if stored != sources:
             raise RuntimeError(
@@ -582,27 +569,23 @@ def propagate_batch(
 # ---- the Spark operator ----------------------------------------------------------
 
 
-class SourceBucketProcessor(StatefulProcessor):  # type: ignore[misc]
+_DEFAULTS: dict[str, Any] = {
+    "wp_seq": np.int64(0), "wp_et": np.int64(0), "wp_et_null": True, "wp_time": np.int64(0),
+    "wp_time_null": True,
+}  # fmt: skip
+
+
+class SourceBucketProcessor(WideStage):
     """The wide stage: one call per (stream, source bucket) and micro-batch."""
 
-    def __init__(
-        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int
-    ) -> None:
-        self.default = default
-        self.per_stream = dict(per_stream)
-        self.ordered = ordered
-        self.buckets = buckets
+    defaults = _DEFAULTS
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("bucket", BUCKET_SCHEMA)
 
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
-        stream_id, bucket = str(key[0]), int(key[1])
-        frames = list(rows)
-        pdf = with_defaults(
-            frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True), _DEFAULTS
-        )
-        cfg = self.per_stream.get(stream_id, self.default)
+    def process(
+        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+    ) -> Iterator[pd.DataFrame]:
         stored = self.state.get()
         st = (
             BucketState.from_tuple(stored, self.buckets, cfg.sources_digest) if stored is not None
@@ -616,9 +599,6 @@ class SourceBucketProcessor(StatefulProcessor):  # type: ignore[misc]
         if after != before:
             self.state.update(after)  # a call that changed nothing (errors, markers) writes nothing
         yield out.masked_frame(NULL_MASK)
-
-    def close(self) -> None:
-        pass
 
 
 class GraphProcessor(SecondStage):
@@ -661,12 +641,6 @@ class GraphProcessor(SecondStage):
         if after != before or stored is None:
             self.state.update(after)
         yield out.masked_frame(NULL_MASK)
-
-
-_DEFAULTS: dict[str, Any] = {
-    "wp_seq": np.int64(0), "wp_et": np.int64(0), "wp_et_null": True, "wp_time": np.int64(0),
-    "wp_time_null": True,
-}  # fmt: skip
 
 
 @dataclass
