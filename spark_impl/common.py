@@ -56,20 +56,24 @@ class OutputRows:
             cols["output"] = output
             self.pieces.append((n, cols))
 
+    def _text(self, c: str, total: int) -> np.ndarray:
+        """String column ``c`` of every piece (None where a piece lacks it)."""
+        # Filled by slice: numpy's full() of objects is slow on 100k-row pieces.
+        text = np.empty(total, dtype=object)
+        start = 0
+        for n, cols in self.pieces:
+            v = self.stream_id if c == "stream_id" else cols.get(c)
+            if v is not None:
+                text[start : start + n] = v
+            start += n
+        return text
+
     def frame(self) -> pd.DataFrame:
         total = sum(n for n, _ in self.pieces)
         data: dict[str, Any] = {}
         for c in self.columns:
             if c in self.string_cols or c == "stream_id":
-                # Filled by slice: numpy's full() of objects is slow on 100k-row pieces.
-                text = np.empty(total, dtype=object)
-                start = 0
-                for n, cols in self.pieces:
-                    v = self.stream_id if c == "stream_id" else cols.get(c)
-                    if v is not None:
-                        text[start : start + n] = v
-                    start += n
-                data[c] = text
+                data[c] = self._text(c, total)
                 continue
             vals, masks = [], []
             for n, cols in self.pieces:
@@ -105,14 +109,7 @@ class OutputRows:
         data: dict[str, np.ndarray] = {}
         for c in self.columns:
             if c in self.string_cols or c == "stream_id":
-                text = np.empty(total, dtype=object)
-                start = 0
-                for n, cols in self.pieces:
-                    v = self.stream_id if c == "stream_id" else cols.get(c)
-                    if v is not None:
-                        text[start : start + n] = v
-                    start += n
-                data[c] = text
+                data[c] = self._text(c, total)
                 continue
             bit = np.int64(1) << np.int64(longs.index(c))
             values = np.zeros(total, np.int64)
