@@ -24,6 +24,7 @@ class Clause:
     id: str
     title: str
     file: str  # spec file name, "" for a clause only seen in test tags
+    text: str = ""  # the clause's Markdown body, up to the next heading
 
 
 def is_clause_id(text: str) -> bool:
@@ -38,8 +39,16 @@ def clause_sort_key(clause_id: str) -> tuple[str, str, int]:
     return (m.group(1), m.group(2), int(m.group(3)))
 
 
+ANY_HEADING_RE = re.compile(r"^#{1,6}\s", re.MULTILINE)
+
+
 def parse_clauses(text: str, file: str = "") -> list[Clause]:
-    return [Clause(m.group(1), m.group(2).strip(), file) for m in HEADING_RE.finditer(text)]
+    out = []
+    for m in HEADING_RE.finditer(text):
+        following = ANY_HEADING_RE.search(text, m.end())
+        body = text[m.end() : following.start() if following else len(text)].strip()
+        out.append(Clause(m.group(1), m.group(2).strip(), file, body))
+    return out
 
 
 def load_clauses(spec_dir: str | Path) -> list[Clause]:

@@ -10,6 +10,7 @@
     eventtime-conformance run big.arrow --command "my-engine {cases} {answers}" --case-format arrow
     eventtime-conformance check vectors --outputs outputs.jsonl
     eventtime-conformance report vectors --outputs outputs.jsonl -o report.md
+    eventtime-conformance expectations reports/conformance.json --engine mypkg.adapter:MyEngine
 
 Exit codes: 0 every case checked passed (cases an engine declines are
 skipped, not failed); 1 a case failed (a wrong answer, a timeout, a crash,
@@ -238,6 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except Exception as e:  # noqa: BLE001 - any import or construction error of a third-party engine
             _err(f"{PROG}: engine {args.engine!r} could not be loaded: {type(e).__name__}: {e}")
             return EXIT_ENGINE
+        args.name = args.name or engine.name
         with _progress_bar(len(selected.vectors), args, "cases") as bar:
             results = run_in_process(engine, selected.vectors, args.batch_size, progress=bar.update)
         note = "in process"
@@ -256,28 +258,81 @@ def cmd_check(args: argparse.Namespace) -> int:
     return _finish(selected.vectors, results, str(header.get("engine", args.outputs)), args)
 
 
+REPORT_FORMATS = {".md": "markdown", ".html": "html", ".xml": "junit_xml", ".json": "json"}
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.vector_check import check_all, markdown_report
     from harness.vectors import read_outputs
 
     selected = _load(args)
     header, results = read_outputs(Path(args.outputs), selected)
-    outcomes = check_all(selected.vectors, results)
-    text = markdown_report(outcomes, str(header.get("engine", args.outputs)), args.vectors)
+    engine = str(header.get("engine", args.outputs))
+    summary, outcomes = _checked(selected.vectors, results, engine, args)
     if args.output in (None, "-"):
-        sys.stdout.write(text)
+        sys.stdout.write(_render(summary, ".md"))
     else:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text, encoding="utf-8")
-        _out(f"report written to {args.output}")
-    return EXIT_FAILED if any(o.status == "fail" for o in outcomes) else EXIT_OK
+        _write_report(summary, Path(args.output))
+    return EXIT_FAILED if any(o.status in ("fail", "unexpected-pass") for o in outcomes) else EXIT_OK
+
+
+def _render(summary: dict[str, Any], suffix: str) -> str:
+    from harness import reports
+
+    if suffix not in REPORT_FORMATS:
+        raise UsageError(f"a report ends in one of {', '.join(REPORT_FORMATS)}, not {suffix!r}")
+    if suffix == ".json":
+        return json.dumps(summary, indent=2, default=str) + "\n"
+    text: str = getattr(reports, REPORT_FORMATS[suffix])(summary)
+    return text
+
+
+def _write_report(summary: dict[str, Any], path: Path) -> None:
+    text = _render(summary, path.suffix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    _out(f"report written to {path}")
+
+
+def _checked(
+    vectors: Sequence[Any], results: dict[str, Any], engine: str, args: argparse.Namespace
+) -> tuple[dict[str, Any], list[Any]]:
+    """The cases checked, the engine's expectation file applied, and the run's summary."""
+    from harness.expectations import ExpectationFileError, Expectations, load_expectations, parse_file
+    from harness.reports import summary_from_cases
+    from harness.vector_check import apply_expectations, check_all, entry_statuses
+
+    name = getattr(args, "name", None) or engine
+    try:
+        if args.expectations:
+            path = Path(args.expectations)
+            if not path.is_file():
+                raise UsageError(f"no expectation file {path}")
+            exp = Expectations(name, path, parse_file(path))
+        else:
+            exp = load_expectations(Path(args.project) / "expectations", engine, name)
+    except ExpectationFileError as e:
+        raise UsageError(str(e)) from None
+    outcomes = apply_expectations(check_all(vectors, results), exp)
+    block = {
+        "engine": engine,
+        "file": str(exp.path or ""),
+        "entries": entry_statuses(outcomes, exp),
+        "problems": exp.problems,
+    }
+    areas = {v.area for v in vectors}
+    clauses = [c for c in load_clauses(Path(args.project) / "spec") if c.file.removesuffix(".md") in areas]
+    summary = summary_from_cases(
+        outcomes, engine, args.vectors, clauses,
+        expectations=[block] if exp.path else [],
+    )  # fmt: skip
+    return summary, outcomes
 
 
 def _finish(vectors: Sequence[Any], results: dict[str, Any], engine: str, args: argparse.Namespace) -> int:
-    from harness.vector_check import check_all, failure_text, markdown_report, summary_line
+    from harness.vector_check import failure_text, summary_line
 
-    outcomes = check_all(vectors, results)
-    failed = [o for o in outcomes if o.status == "fail"]
+    summary, outcomes = _checked(vectors, results, engine, args)
+    failed = [o for o in outcomes if o.status in ("fail", "unexpected-pass")]
     for o in failed[: args.max_failures]:
         _out("")
         _out(failure_text(o))
@@ -285,13 +340,68 @@ def _finish(vectors: Sequence[Any], results: dict[str, Any], engine: str, args: 
         _out(
             f"\n... and {len(failed) - args.max_failures} more failing cases (--max-failures, or the report)"
         )
-    if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(markdown_report(outcomes, engine, args.vectors), encoding="utf-8")
-        _out(f"report written to {args.report}")
+    for block in summary["expectations"]:
+        for entry in block["entries"]:
+            if entry["status"] != "applied":
+                what = f"clause {entry['clause']}" if entry["clause"] else f"case {entry['scenario']!r}"
+                _out(f"{block['file']}: {what}: {entry['status']}")
+        for problem in block["problems"]:
+            _out(f"{block['file']}: {problem}")
+    for report in args.report or []:
+        _write_report(summary, Path(report))
+    unexpected = sum(
+        1 for b in summary["expectations"] for e in b["entries"] if e["status"] == "unexpected-pass"
+    )
+    deviations = sum(1 for o in outcomes if o.status == "deviation")
     _out("")
+    if deviations or unexpected:
+        _out(f"{deviations} known deviations and {unexpected} unexpected passes of {block_files(summary)}")
     _out(f"{engine}: {summary_line(outcomes)}")
-    return EXIT_FAILED if failed else EXIT_OK
+    return EXIT_FAILED if failed or unexpected else EXIT_OK
+
+
+def block_files(summary: dict[str, Any]) -> str:
+    return ", ".join(b["file"] for b in summary["expectations"]) or "no expectation file"
+
+
+# ---- expectation files --------------------------------------------------------------------------
+
+
+def cmd_expectations(args: argparse.Namespace) -> int:
+    """Writes or updates an engine's expectation file from a run's summary JSON."""
+    from harness.expectations import ExpectationFileError, file_name, parse_file, render, update_from_summary
+
+    try:
+        summary = json.loads(Path(args.summary).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read the run's summary {args.summary}: {e}") from None
+    engines: dict[str, str] = {
+        str(e.get("id")): str(e.get("name", e.get("id"))) for e in summary.get("engines", [])
+    }
+    engine_id = args.engine or next((e for e in engines if e != "reference"), "")
+    if engine_id not in engines:
+        raise UsageError(f"{args.summary} has no engine {engine_id!r}; it has {sorted(engines)}")
+    name = str(args.name or engines[engine_id] or engine_id)
+    path = Path(args.directory) / file_name(name)
+    try:
+        existing = parse_file(path) if path.is_file() else []
+    except ExpectationFileError as e:
+        raise UsageError(str(e)) from None
+    update = update_from_summary(existing, summary, engine_id)
+    _out(f"{path}: {len(update.deviations)} entries")
+    for clause in update.added:
+        _out(f"  added clause {clause} (a placeholder reason: say why)")
+    for what in update.removed:
+        _out(f"  removed {what}: the run reported it as an unexpected pass")
+    if not (update.added or update.removed) and path.is_file():
+        _out("  nothing to change")
+        return EXIT_OK
+    if args.dry_run:
+        sys.stdout.write(render(name, update.deviations))
+        return EXIT_OK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(name, update.deviations), encoding="utf-8")
+    return EXIT_OK
 
 
 # ---- the parser -------------------------------------------------------------------------------
@@ -336,7 +446,23 @@ def build_parser() -> argparse.ArgumentParser:
             "--case", action="append", metavar="PATTERN", help="only case ids matching (repeatable)"
         )
         p.add_argument("--max-failures", type=int, default=20, help="failing cases printed (default 20)")
-        p.add_argument("--report", metavar="FILE", help="also write the Markdown report there")
+        expectation_options(p)
+        p.add_argument(
+            "--report",
+            action="append",
+            metavar="FILE",
+            help="also write a report there, by its suffix: .md, .html, .xml (JUnit) or .json (repeatable)",
+        )
+
+    def expectation_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--expectations",
+            metavar="FILE",
+            help="the engine's known deviations (default: expectations/<name>.toml in the project, if any)",
+        )
+        p.add_argument(
+            "--name", help="the engine's name for its expectation file (default: its name, or the command)"
+        )
 
     p = sub.add_parser("run", help="run an engine over vectors and check its answers")
     selection(p)
@@ -368,13 +494,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outputs", required=True, metavar="FILE", help="the engine's answers (JSON Lines)")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("report", help="write the Markdown report of an outputs file")
+    p = sub.add_parser(
+        "report", help="write the report of an outputs file: Markdown, HTML, JUnit XML or JSON"
+    )
     p.add_argument("vectors", nargs="*", default=[DEFAULT_VECTORS], help="vector files or folders")
     p.add_argument("--outputs", required=True, metavar="FILE", help="the engine's answers (JSON Lines)")
     p.add_argument("--areas", nargs="+", metavar="AREA", help="only the cases of these areas")
     p.add_argument("--case", action="append", metavar="PATTERN", help="only case ids matching (repeatable)")
-    p.add_argument("-o", "--output", metavar="FILE", help="where (default: standard output)")
+    expectation_options(p)
+    p.add_argument(
+        "-o", "--output", metavar="FILE",
+        help="where, by its suffix: .md, .html, .xml (JUnit) or .json (default: Markdown on standard output)",
+    )  # fmt: skip
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "expectations",
+        help="write or update an engine's expectations/<name>.toml from a run's summary JSON",
+        description="Adds a clause entry, with a placeholder reason, for every clause the run shows as "
+        "FAIL on the engine; removes the entries the run reported as unexpected passes; keeps the rest.",
+    )
+    p.add_argument(
+        "summary",
+        nargs="?",
+        default="reports/conformance.json",
+        help="the run's summary (default: %(default)s)",
+    )
+    p.add_argument(
+        "--engine", help="the engine's id in the summary (default: the one engine besides reference)"
+    )
+    p.add_argument("--name", help="the file's engine name (default: the engine's name in the summary)")
+    p.add_argument("--directory", default="expectations", help="where the files are (default: %(default)s)")
+    p.add_argument("--dry-run", action="store_true", help="print the file instead of writing it")
+    p.set_defaults(func=cmd_expectations)
     return parser
 
 

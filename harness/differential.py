@@ -28,7 +28,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness import expectations
+from harness.clauses import clause_sort_key
 from harness.engine import Engine, run_canonical
+from harness.output_clauses import differing_clauses
 from harness.outputs import TABLES, Output, diff, format_table
 from harness.reference_engine import ReferenceEngine
 from harness.traces import ITEM_FIELD_TYPES, Item, Trace
@@ -450,7 +453,24 @@ def check_against_reference(
     report.seconds = time.monotonic() - t0
     if not report.failing:
         return report
-    first = min(report.failing, key=lambda n: size(traces[n]))  # the smallest is the cheapest to shrink
+    found = {n: trace_differences(traces[n].area, expected[n], actual[n]) for n in report.failing}
+    differences = (
+        None if any(d is None for d in found.values()) else [s for d in found.values() for s in d or []]
+    )
+    active = expectations.active()
+    excused = {n: expectations.excuses(active.clauses, found[n], active.named) for n in report.failing}
+    unexcused = [n for n in report.failing if not excused[n]]
+    if not unexcused:
+        first = min(report.failing, key=lambda n: size(traces[n]))
+        raise ExcusedDifference(
+            f"engine {engine.name!r} differs from the oracle on {len(report.failing)} of {report.traces} "
+            f"generated traces, every difference in a table or column of an excused clause "
+            f"({', '.join(sorted(set().union(*excused.values()), key=clause_sort_key))}); the smallest, "
+            f"#{first}:\n{compare(traces[first].area, expected[first], actual[first])}",
+            differences=differences,
+            excused_by=sorted(set().union(*excused.values()), key=clause_sort_key),
+        )
+    first = min(unexcused, key=lambda n: size(traces[n]))  # the smallest is the cheapest to shrink
     shrunk = shrink(
         engine,
         traces[first],
@@ -460,7 +480,39 @@ def check_against_reference(
         seconds=shrink_seconds,
         candidates_per_run=candidates_per_run,
     )
-    raise AssertionError(failure_message(engine, traces, report, first, shrunk, context))
+    error = AssertionError(failure_message(engine, traces, report, first, shrunk, context))
+    error.differences = differences  # type: ignore[attr-defined]  # read by the conformance summary
+    raise error
+
+
+class ExcusedDifference(AssertionError):
+    """A differential run whose every difference the engine's expectation entries excuse."""
+
+    def __init__(self, message: str, differences: list[set[str]] | None, excused_by: list[str]) -> None:
+        super().__init__(message)
+        self.differences = differences
+        self.excused_by = excused_by
+
+
+def trace_differences(area: str, expected: Result, actual: Result) -> list[set[str]] | None:
+    """Per difference (a differing table, or a refusal on one side) the clauses it is attributed
+    to (harness/output_clauses.py); [] when the answers agree, None when it cannot be placed."""
+    from harness.output_clauses import SHOWN, table_clauses
+
+    if area not in SHOWN:
+        return None
+    if isinstance(expected, Exception) or isinstance(actual, Exception):
+        both = differing_clauses(area, expected, actual)
+        return None if both is None else ([both] if both else [])
+    out = []
+    for table in TABLES[area]:
+        e, a = expected.get(table, []), actual.get(table, [])
+        if e != a:
+            found = table_clauses(area, table, e, a)
+            if not found:
+                return None  # a difference no declaration places
+            out.append(found)
+    return out
 
 
 def failure_message(

@@ -11,7 +11,14 @@
 * Tags: clause tags (``@F065-R7``) become ``@pytest.mark.clauses(...)``, the
   marker property tests use; ``@oracle-only`` scenarios run on the reference
   engine only and are deselected, and counted as oracle-only, for the others.
-* ``expectations/<engine>.toml`` entries become strict xfails.
+* An engine that cannot be loaded ends the run with one message. Tests of the
+  Spark implementation itself (``test_spark_*``, or ``@pytest.mark.spark_only``)
+  are deselected when no engine named ``spark`` is chosen.
+* ``expectations/<engine name>.toml`` (harness/expectations.py): a ``scenario``
+  entry makes that test a strict xfail; a ``clause`` entry excuses a failure
+  whose every difference from the oracle lies where the clause decides
+  (harness/output_clauses.py). A failure is charged in the summary to the
+  clauses its differences are attributed to, not to every clause the test names.
 * One seed per run (TR-13): ``CONFORMANCE_SEED``, else 0 under the ``ci``
   profile and a fresh one otherwise; handed to Hypothesis as
   ``--hypothesis-seed`` would be, and printed in the header.
@@ -24,7 +31,8 @@
   do not.
 * The terminal summary prints one row per clause of ``spec/*.md`` and engine
   (scenarios and properties passed/failed, known deviations, oracle-only) and
-  writes the same as JSON to ``reports/conformance.json``. It is built from
+  writes the same as JSON to ``reports/conformance.json``, with the Markdown,
+  HTML and JUnit XML reports beside it (harness/reports.py). It is built from
   the test reports of this run; nothing is run again for it.
 """
 
@@ -43,10 +51,20 @@ from typing import Any
 
 import pytest
 
-from harness import replay
+from harness import expectations, replay
 from harness.clauses import clause_sort_key, is_clause_id, load_clauses
 from harness.engine import Engine, load_engine, run_canonical
-from harness.expectations import Deviation, load_deviations
+from harness.expectations import (
+    Deviation,
+    ExpectationFileError,
+    Expectations,
+    Ran,
+    charged_clauses,
+    entry_statuses,
+    excuses,
+    load_expectations,
+    unknown_clause_problems,
+)
 from harness.hypothesis_profiles import ENV_VAR, SEED_VAR, profile_name, run_seed, set_run_seed
 from harness.outputs import Output, format_table
 from harness.traces import Trace
@@ -109,6 +127,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line("markers", "oracle_only(reason): an API-level scenario run on the reference only")
     config.addinivalue_line("markers", "feature_tag(name): a Gherkin tag, neither a clause nor oracle-only")
+    config.addinivalue_line(
+        "markers",
+        "spark_only: a test of the Spark implementation (as a test_spark_* name), run when spark is chosen",
+    )
     engines = list(dict.fromkeys(config.getoption("engines") or DEFAULT_ENGINES))
     config.stash[_RUNS] = EngineRuns(config, engines)
     config.stash[_RESULTS] = {}
@@ -262,9 +284,40 @@ class EngineRuns:
         self.handles = {e: EngineHandle(e, self) for e in engine_ids}
         self.items: list[pytest.Item] = []
         self.prerun_notes: list[str] = []
+        self.expectations: dict[str, Expectations] = {}
+        self.unused_files: list[str] = []
 
     def handle(self, engine_id: str) -> EngineHandle:
         return self.handles[engine_id]
+
+    def load_all(self) -> None:
+        """Every chosen engine, before any test: one that cannot be imported or built ends the
+        run with one message, rather than failing each of its tests."""
+        for handle in self.handles.values():
+            try:
+                handle.engine()
+            except pytest.fail.Exception as e:
+                raise pytest.UsageError(
+                    f"{e.msg}\n(--engine takes reference, spark or package.module:attribute; "
+                    "the module must be importable from the current directory or PYTHONPATH)"
+                ) from None
+
+    def load_expectations(self, directory: Path) -> None:
+        known = {c.id for c in load_clauses(Path(self.config.rootpath, "spec"))}
+        self.expectations = {}
+        for engine_id, handle in self.handles.items():
+            try:
+                exp = load_expectations(directory, engine_id, handle.engine().name)
+            except ExpectationFileError as e:
+                raise pytest.UsageError(str(e)) from None
+            exp.problems += unknown_clause_problems(exp, known)
+            self.expectations[engine_id] = exp
+        used = {e.path.name for e in self.expectations.values() if e.path is not None}
+        self.unused_files = (
+            sorted(p.name for p in directory.glob("*.toml") if p.name not in used)
+            if directory.is_dir()
+            else []
+        )
 
     def prerun(self, handle: EngineHandle) -> None:
         """Collects the traces of every selected scenario of this engine and runs them once."""
@@ -365,12 +418,26 @@ def item_name(item: pytest.Item) -> str:
 # ---- collection: oracle-only and expectations -------------------------------
 
 
+SPARK_ONLY_PREFIX = "test_spark_"  # a test of the Spark implementation itself, whatever --engine says
+
+
+def _is_spark_only(item: pytest.Item) -> bool:
+    name = getattr(item, "originalname", item.name)
+    return name.startswith(SPARK_ONLY_PREFIX) or item.get_closest_marker("spark_only") is not None
+
+
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     runs = config.stash[_RUNS]
+    runs.load_all()  # an engine that cannot be loaded stops the run once, here
     exp_dir = Path(config.rootpath, config.getoption("expectations_dir"))
-    deviations = {e: load_deviations(exp_dir, e) for e in runs.engine_ids}
+    runs.load_expectations(exp_dir)
+    if not any(h.engine().name == "spark" for h in runs.handles.values()):
+        spark_only = [i for i in items if _is_spark_only(i)]
+        if spark_only:
+            items[:] = [i for i in items if not _is_spark_only(i)]
+            config.hook.pytest_deselected(items=spark_only)
     oracle_only: list[pytest.Item] = []
     for item in items:
         engine_id = _engine_of(item)
@@ -380,13 +447,16 @@ def pytest_collection_modifyitems(
             # TR-10: not run on other engines, and shown as oracle-only in the summary.
             oracle_only.append(item)
             config.stash[_RESULTS][item.nodeid] = TestResult(
-                item.nodeid, item_name(item), engine_id, _kind(item), item_clauses(item),
-                "oracle-only", oracle_only_reason(item),
+                item.nodeid,
+                item_name(item),
+                engine_id,
+                _kind(item),
+                item_clauses(item),
+                "oracle-only",
+                oracle_only_reason(item),
             )
             continue
-        clauses = set(item_clauses(item))
-        name = item_name(item)
-        matched = [d for d in deviations[engine_id] if d.matches(name, clauses)]
+        matched = runs.expectations[engine_id].for_test(item_name(item))
         if matched:
             item.add_marker(pytest.mark.xfail(strict=True, reason="; ".join(d.describe() for d in matched)))
             item.user_properties.append(("deviation", [_dev_json(d) for d in matched]))
@@ -423,8 +493,14 @@ def clause_tag_problems(config: pytest.Config, items: Sequence[pytest.Item]) -> 
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if session.config.stash.get(_TAG_PROBLEMS, None) and exitstatus == pytest.ExitCode.OK:
+    if exitstatus != pytest.ExitCode.OK:
+        return
+    if session.config.stash.get(_TAG_PROBLEMS, None):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif _RUNS in session.config.stash and any(
+        e["status"] == "unexpected-pass" for b in expectation_entries(session.config) for e in b["entries"]
+    ):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a fixed deviation must leave its file
 
 
 # ---- failing generated examples: saved, and replayed (TR-13) ----------------------
@@ -438,8 +514,12 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     if original is not None and replay.replaying() is None:
         # Hypothesis documents inner_test as replaceable: the wrapper sees every example's arguments.
         handler.inner_test = _saving_failures(item, original)
+    runs = item.config.stash[_RUNS]
+    engine_id = _engine_of(item)
+    entries = runs.expectations[engine_id].clauses if engine_id in runs.expectations else set()
     try:
-        return (yield)
+        with expectations.activated(entries, item_clauses(item)):  # what a differential run may excuse
+            return (yield)
     finally:
         if original is not None:
             handler.inner_test = original
@@ -546,9 +626,13 @@ class TestResult:
     engine: str
     kind: str  # scenario | property
     clauses: list[str]
-    # passed | failed | deviation (expectation file) | xfailed (the test's own xfail) | oracle-only | skipped
+    # passed | failed | deviation (expectation file) | unexpected-pass | xfailed (the test's own xfail)
+    # | oracle-only | skipped
     outcome: str = "passed"
     detail: str = ""
+    failed_clauses: list[str] = field(default_factory=list)  # what a failure is charged to
+    involved: list[str] = field(default_factory=list)  # every clause its differences are attributed to
+    excused_by: list[str] = field(default_factory=list)  # the clause entries that excuse it
 
 
 def _kind(item: pytest.Item) -> str:
@@ -564,13 +648,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         res = results[item.nodeid] = TestResult(
             item.nodeid, item_name(item), _engine_of(item) or ORACLE_ENGINE, _kind(item), item_clauses(item)
         )
+    if report.failed and report.when == "call" and "XPASS(strict)" not in str(report.longrepr):
+        _attribute_failure(item, call, report, res)
     if report.failed:
         res.outcome = "failed"
         if "XPASS(strict)" in str(report.longrepr):
+            res.outcome = "unexpected-pass"
             res.detail = str(report.longrepr)
     elif report.skipped and res.outcome != "failed":
         if hasattr(report, "wasxfail"):
-            from_file = any(k == "deviation" for k, _ in item.user_properties)
+            from_file = res.excused_by or any(k == "deviation" for k, _ in item.user_properties)
             res.outcome = "deviation" if from_file else "xfailed"
             res.detail = str(report.wasxfail)
         else:
@@ -581,6 +668,64 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+def _attribute_failure(item: pytest.Item, call: pytest.CallInfo[None], report: Any, res: TestResult) -> None:
+    """Which clauses a failure is charged to, and whether the engine's clause entries excuse
+    it (then the report becomes an expected failure, as a strict xfail would)."""
+    from harness.differential import ExcusedDifference
+
+    error = call.excinfo.value if call.excinfo is not None else None
+    differences: list[set[str]] | None
+    if error is not None and hasattr(error, "differences"):  # a differential run placed them
+        differences = error.differences
+    else:
+        differences = _scenario_differences(item)
+    res.failed_clauses = charged_clauses(differences, res.clauses)
+    res.involved = sorted(set().union(*differences) if differences else res.clauses, key=clause_sort_key)
+    runs = item.config.stash[_RUNS]
+    exp = runs.expectations.get(res.engine)
+    if exp is None:
+        return
+    if isinstance(error, ExcusedDifference):
+        used = set(error.excused_by)
+    elif error is not None and hasattr(error, "differences"):
+        return  # the differential run found a difference no entry excuses
+    else:
+        used = excuses(exp.clauses, differences, res.clauses)
+    if used:
+        res.excused_by = sorted(used, key=clause_sort_key)
+        report.outcome = "skipped"
+        report.wasxfail = "; ".join(d.describe() for d in exp.for_clauses(used))
+
+
+def _scenario_differences(item: pytest.Item) -> list[set[str]] | None:
+    """A failing scenario's differences: its traces' answers from this engine against the
+    oracle's, placed by harness/output_clauses.py; None when that cannot be said."""
+    from harness.differential import run_safely, trace_differences
+    from harness.reference_engine import ReferenceEngine
+    from harness.steps import traces_of_scenario
+
+    engine_id = _engine_of(item)
+    scenario = scenario_of(item)
+    if scenario is None or engine_id is None or engine_id == ORACLE_ENGINE:
+        return None
+    handle = item.config.stash[_RUNS].handles[engine_id]
+    try:
+        traces = traces_of_scenario(scenario.steps, scenario.name)
+    except Exception:  # noqa: BLE001 - a scenario the step library cannot replay
+        return None
+    found: list[set[str]] = []
+    for t in traces:
+        actual = handle.cache.get(t.dumps())
+        if actual is None:
+            return None
+        expected = run_safely(ReferenceEngine(), [t])[0]
+        d = trace_differences(t.area, expected, actual)
+        if d is None:
+            return None
+        found += d
+    return found
+
+
 # ---- the conformance summary ------------------------------------------------
 
 COUNTS = (
@@ -589,6 +734,7 @@ COUNTS = (
     "properties_passed",
     "properties_failed",
     "known_deviations",
+    "unexpected_passes",
     "xfailed",
     "oracle_only",
     "skipped",
@@ -618,9 +764,14 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
         for c in r.clauses:
             covered_by[(c, r.engine)][_PLURAL[r.kind]].add(r.name)
             counts = table[(c, r.engine)]
-            if r.outcome in ("passed", "failed"):
-                counts[f"{_PLURAL[r.kind]}_{r.outcome}"] += 1
-            elif r.outcome == "deviation":
+            outcome = r.outcome
+            if outcome in ("failed", "deviation") and r.failed_clauses and c not in r.failed_clauses:
+                outcome = "passed"  # no difference of this failure lies in what the clause decides
+            if outcome == "unexpected-pass":
+                counts["unexpected_passes"] += 1
+            elif outcome in ("passed", "failed"):
+                counts[f"{_PLURAL[r.kind]}_{outcome}"] += 1
+            elif outcome == "deviation":
                 counts["known_deviations"] += 1
             elif r.outcome == "xfailed":
                 counts["xfailed"] += 1
@@ -629,6 +780,11 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
             else:
                 counts["skipped"] += 1
 
+    entries = expectation_entries(config)
+    for block in entries:
+        for entry in block["entries"]:
+            if entry.get("clause") and entry["status"] == "unexpected-pass":
+                table[(entry["clause"], block["engine"])]["unexpected_passes"] += 1
     rows = []
     for cid in clause_ids:
         title, file = titles.get(cid, ("", ""))
@@ -646,21 +802,61 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
                 }
             )
     return {
+        "format": SUMMARY_FORMAT,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "profile": profile_name(),
         "seed": run_seed(),
         "clause_tag_problems": _tag_problems(config),
         "generator_coverage": _generator_coverage(),
-        "engines": [
-            {"id": e, "engine_run_calls": runs.handles[e].calls, "traces_run": runs.handles[e].traces_run}
-            if e in runs.handles
-            else {"id": e}
-            for e in engines
-        ],
+        "engines": [_engine_json(runs, e) for e in engines],
         "spec_found": bool(spec_clauses),
+        "clauses": [{"id": c.id, "title": c.title, "file": c.file, "text": c.text} for c in spec_clauses],
         "rows": rows,
         "tests": [vars(r) for r in sorted(results, key=lambda r: r.nodeid)],
+        "expectations": entries,
     }
+
+
+SUMMARY_FORMAT = "eventtime-conformance-summary/2"
+
+
+def _engine_json(runs: EngineRuns, engine_id: str) -> dict[str, Any]:
+    handle = runs.handles.get(engine_id)
+    if handle is None:
+        return {"id": engine_id}
+    out: dict[str, Any] = {"id": engine_id, "engine_run_calls": handle.calls, "traces_run": handle.traces_run}
+    if handle._engine is not None:
+        out["name"] = handle._engine.name
+        if handle.calls:  # Spark's description starts a session: only for an engine that ran
+            description = getattr(handle._engine, "description", "")
+            if description:
+                out["description"] = description
+    return out
+
+
+def expectation_entries(config: pytest.Config) -> list[dict[str, Any]]:
+    """Per engine, every entry of its expectation file with what this run made of it:
+    ``applied`` (a failure involves it), ``unexpected-pass`` (tests that name it ran and
+    none failed through it) or ``matches nothing``; and the file's problems."""
+    runs = config.stash[_RUNS]
+    results = list(config.stash[_RESULTS].values())
+    out: list[dict[str, Any]] = []
+    for engine_id, exp in runs.expectations.items():
+        mine = [r for r in results if r.engine == engine_id]
+        ran = [Ran(r.nodeid, r.name, r.clauses, set(r.involved), r.outcome) for r in mine]
+        entries = entry_statuses(exp, ran)
+        problems = list(exp.problems)
+        if not out:  # files of engines not in this run are reported once, with the first engine
+            problems += [f"expectations/{name} matches no engine of this run" for name in runs.unused_files]
+        out.append(
+            {
+                "engine": engine_id,
+                "file": str(exp.path) if exp.path else "",
+                "entries": entries,
+                "problems": problems,
+            }
+        )
+    return out
 
 
 def _tag_problems(config: pytest.Config) -> list[str]:
@@ -682,6 +878,8 @@ def _generator_coverage() -> dict[str, Any]:
 def _status(c: dict[str, int]) -> str:
     if c["scenarios_failed"] or c["properties_failed"]:
         return "FAIL"
+    if c["unexpected_passes"]:
+        return "unexpected-pass"
     if c["known_deviations"]:
         return "deviation"
     if c["xfailed"]:
@@ -754,6 +952,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for area in sorted(counted.RECORDED):
             for line in counted.RECORDED[area].lines():
                 tr.write_line(line)
+    for block in summary["expectations"]:
+        if not (block["entries"] or block["problems"]):
+            continue
+        tr.write_line("")
+        tr.write_line(f"expectations of {block['engine']} ({block['file'] or 'no file'}):")
+        for e in block["entries"]:
+            what = f"clause {e['clause']}" if e["clause"] else f"scenario {e['scenario']!r}"
+            note = {
+                "applied": f"excuses or names {len(e['tests'])} failing tests",
+                "unexpected-pass": "UNEXPECTED PASS: no failure involves it; remove it (the run fails)",
+                "matches nothing": "matches no test of this run",
+            }[e["status"]]
+            tr.write_line(f"    {what}: {note}")
+        for problem in block["problems"]:
+            tr.write_line(f"    problem: {problem}")
     problems = summary["clause_tag_problems"]
     if problems:
         tr.write_line("")
@@ -769,6 +982,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-        tr.write_line(f"conformance report: {path}")
+        from harness.reports import write_reports
+
+        written = write_reports(summary, path.parent, stem=path.stem)
+        tr.write_line(f"conformance report: {', '.join(str(p) for p in [path, *written])}")
     except OSError as e:  # pragma: no cover - read-only checkouts
         print(f"could not write {path}: {e}", file=sys.stderr)

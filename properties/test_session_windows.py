@@ -88,7 +88,7 @@ def _final_open_sessions(trace: Trace) -> list[tuple[str, int, int, int, int]]:
 
 @pytest.mark.clauses("F017E-R18")
 @given(invalid_session_window_configs(), session_window_configs())
-def test_invalid_configurations_are_refused_by_both_implementations(
+def test_spark_refuses_every_configuration_the_oracle_refuses(
     bad: dict[str, Any], good: dict[str, Any]
 ) -> None:
     from spark_impl.session_windows import validate_config
@@ -316,6 +316,7 @@ def _core_run(trace: Trace, shuffle_seed: int) -> dict[str, list[tuple[Any, ...]
     return canonical(AREA, out)
 
 
+@pytest.mark.spark_only  # the Spark operator's processors, run without Spark
 @pytest.mark.clauses("F017E-R22", "F017E-R3", "F017E-R8", "F017E-R15")
 @given(session_window_traces(restarts=False), st.integers(0, 1000))
 def test_the_vectorised_spark_core_equals_the_event_by_event_oracle(trace: Trace, shuffle_seed: int) -> None:

@@ -16,6 +16,14 @@ DEVIATION = """
 [[deviation]]
 clause = "F065-R3"
 reason = "a deliberately recorded deviation"
+
+[[deviation]]
+scenario = "test_named_and_fixed"
+reason = "one test named by its function"
+
+[[deviation]]
+clause = "F065-R9"
+reason = "a deviation that was fixed"
 """
 
 TESTS = """
@@ -26,25 +34,52 @@ def test_still_deviates(engine):
     assert False
 
 @pytest.mark.clauses("F065-R3")
-def test_deviation_fixed(engine):
+def test_passes_though_its_clause_has_an_entry(engine):
     pass
 
+@pytest.mark.clauses("F065-R3", "F065-R5")
+def test_fails_where_another_clause_may_be_at_fault(engine):
+    assert False
+
 @pytest.mark.clauses("F065-R5")
-def test_unaffected(engine):
+def test_named_and_fixed(engine):
+    pass
+
+@pytest.mark.clauses("F065-R9")
+def test_of_the_fixed_clause(engine):
     pass
 """
 
 
 @pytest.mark.clauses("TR-11")
-def test_a_known_deviation_is_a_strict_expected_failure(pytester: pytest.Pytester) -> None:
+def test_known_deviations_excuse_only_what_they_explain(pytester: pytest.Pytester) -> None:
     pytester.mkdir("expectations")
     (pytester.path / "expectations" / "reference.toml").write_text(DEVIATION)
     pytester.makepyfile(test_deviation=TESTS)
     result = pytester.runpytest("-p", "harness.pytest_plugin", "--engine", "reference")
-    # The failing test is expected; the passing one is XPASS(strict), a failure;
-    # the test of another clause is untouched.
-    result.assert_outcomes(xfailed=1, failed=1, passed=1)
-    result.stdout.fnmatch_lines(["FAILED *test_deviation_fixed*XPASS(strict)*"])
+    # A failure no table places is excused only when every clause its test names has an entry;
+    # a passing test of an excused clause stays a pass; a test named by a `scenario` entry is a
+    # strict xfail, so its pass fails; a clause entry no failure involves is an unexpected pass.
+    result.assert_outcomes(xfailed=1, failed=2, passed=2)
+    result.stdout.fnmatch_lines(["FAILED *test_named_and_fixed*XPASS(strict)*"])
+    result.stdout.fnmatch_lines(["*test_fails_where_another_clause_may_be_at_fault*"])
+    result.stdout.fnmatch_lines(["    clause F065-R9: UNEXPECTED PASS*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.clauses("TR-11")
+def test_an_unexpected_pass_alone_fails_the_run(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("expectations")
+    (pytester.path / "expectations" / "reference.toml").write_text(
+        '[[deviation]]\nclause = "F065-R9"\nreason = "fixed since"\n'
+    )
+    pytester.makepyfile(test_deviation=TESTS.split("@pytest.mark.clauses(\"F065-R9\")")[0])
+    pytester.makepyfile(
+        test_fixed='import pytest\n\n@pytest.mark.clauses("F065-R9")\ndef test_fixed(engine):\n    pass\n'
+    )
+    result = pytester.runpytest("-p", "harness.pytest_plugin", "--engine", "reference", "-k", "fixed and not named")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
 SPEC = "### AB-R1 A rule\n\nText.\n"

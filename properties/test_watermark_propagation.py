@@ -358,6 +358,7 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+@pytest.mark.spark_only  # the Spark operator's processors, run without Spark
 @pytest.mark.clauses("OXW-R1", "OXW-R2", "OXW-R12", "OXW-R13", "OXW-R16", "OXW-R19")
 @settings(max_examples=max(5, settings().max_examples // 5))  # each example runs ~10 processor calls
 @given(
@@ -380,7 +381,7 @@ def test_the_spark_stages_agree_with_the_oracle_wherever_the_sources_are_placed(
 
 
 @pytest.mark.clauses("OXW-R13", "OXW-R15")
-def test_the_narrow_stage_memory_does_not_grow_with_updates_times_graph_size() -> None:
+def test_spark_narrow_stage_memory_does_not_grow_with_updates_times_graph_size() -> None:
     """100k accepted updates over 32 sources and 49 nodes: one dense matrix of updates x (sources +
     nodes) would take 62 MiB; the narrow stage works on blocks of BLOCK_CELLS numbers."""
     import tracemalloc

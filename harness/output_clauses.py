@@ -1,0 +1,403 @@
+"""Which clauses each output table and column shows (spec/traces.md TR-8), and so which
+clauses a difference between two answers is evidence against.
+
+Every area declares, beside the table layouts of ``harness/outputs.py``:
+
+* ``refusal``: the clauses that decide which configurations are refused (TR-6);
+  one answer refusing a trace and the other not, or refusing with another error
+  type, is attributed to these;
+* per table, ``key``: the columns that name a row, so the rows of two answers
+  are paired by them; ``rows``: the clauses that decide which rows exist (a row
+  that only one answer has is attributed to these); ``columns``: for every other
+  column, the clauses that decide its value (a paired row whose value differs
+  there is attributed to these).
+
+``differing_clauses`` applies the declarations to two answers. The conformance
+summary charges a failing test to these clauses only (those of them the test
+names), not to every clause of its area, and an expectation file's ``clause``
+entry excuses a failure only when every difference is attributed to it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.outputs import TABLES, Output, Row
+
+
+@dataclass(frozen=True)
+class TableClauses:
+    key: tuple[str, ...]
+    rows: tuple[str, ...]
+    columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AreaClauses:
+    refusal: tuple[str, ...]
+    tables: Mapping[str, TableClauses]
+
+
+# ---- the declarations, one area each ---------------------------------------------------------
+
+SHOWN: dict[str, AreaClauses] = {
+    "keyed_watermarks": AreaClauses(
+        refusal=("F065-R20",),
+        tables={
+            "events": TableClauses(
+                key=("batch", "seq"),
+                rows=("F065-R22", "F065-R23"),  # one row per well-formed event
+                columns={
+                    "key": ("F065-R22",),
+                    "event_time": ("F065-R22",),
+                    # the key's own state just before the event: none when untracked, reset by
+                    # eviction (which key: R13/R14) or removal, none for a rejected event
+                    "key_watermark": (
+                        "F065-R1", "F065-R2", "F065-R3", "F065-R4", "F065-R12", "F065-R13", "F065-R14",
+                        "F065-R15", "F065-R17",
+                    ),
+                    "verdict": ("F065-R3", "F065-R4", "F065-R15"),
+                },
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("F065-R22",),
+                columns={
+                    "global_watermark": ("F065-R5", "F065-R6", "F065-R7"),
+                    # R25: idle keys stay tracked; R15: a rejected key is not added
+                    "total_keys": ("F065-R1", "F065-R12", "F065-R15", "F065-R17", "F065-R19", "F065-R25"),
+                    "active_keys": ("F065-R9", "F065-R10", "F065-R11", "F065-R19"),
+                    "idle_keys": ("F065-R9", "F065-R10", "F065-R11", "F065-R19"),
+                    "evicted_keys": ("F065-R12", "F065-R15", "F065-R19"),
+                    "global_advances": ("F065-R8", "F065-R16", "F065-R19"),
+                    "key_advances": ("F065-R2", "F065-R15", "F065-R19"),
+                },
+            ),
+            "keys": TableClauses(
+                key=("batch", "key"),
+                # a row per key whose watermark or state changed: every clause that changes either
+                rows=(
+                    "F065-R1", "F065-R2", "F065-R9", "F065-R10", "F065-R11", "F065-R12", "F065-R13",
+                    "F065-R14", "F065-R17", "F065-R22",
+                ),
+                columns={
+                    "watermark": ("F065-R2", "F065-R4", "F065-R12", "F065-R17"),  # null once removed
+                    "state": (
+                        "F065-R9", "F065-R10", "F065-R11", "F065-R12", "F065-R13", "F065-R14", "F065-R17",
+                        "F065-R25",
+                    ),
+                },
+            ),
+            "windows": TableClauses(
+                key=("batch", "key", "window_start"),
+                rows=("F065-R21",),
+                columns={"window_end": ("F065-R21",), "count": ("F065-R21",), "sum": ("F065-R21",)},
+            ),
+            "errors": TableClauses(
+                key=("batch", "seq"), rows=("F065-R23",), columns={"reason": ("F065-R23",)}
+            ),
+        },
+    ),
+    "partitioned_watermarks": AreaClauses(
+        refusal=("F064-R5", "F064-R24"),  # R5: a negative max_lateness; R24: the settings
+        tables={
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("F064-R21",),
+                columns={
+                    # R20: one evaluation per step, so a step's intermediate candidates never count
+                    "combined_watermark": ("F064-R6", "F064-R7", "F064-R8", "F064-R20"),
+                    "total_partitions": ("F064-R2", "F064-R12", "F064-R13", "F064-R16"),
+                    "active_partitions": (
+                        "F064-R3", "F064-R4", "F064-R9", "F064-R10", "F064-R11", "F064-R16",
+                    ),
+                    "idle_partitions": (
+                        "F064-R3", "F064-R4", "F064-R9", "F064-R10", "F064-R11", "F064-R16",
+                    ),
+                    "watermark_advances": ("F064-R7", "F064-R16", "F064-R20"),
+                    "rebalances": ("F064-R2", "F064-R12", "F064-R13", "F064-R16"),
+                },
+            ),
+            "partitions": TableClauses(
+                key=("batch", "source", "partition"),
+                # a row per partition whose watermark, state or core changed (added/removed ones do)
+                rows=(
+                    "F064-R2", "F064-R3", "F064-R4", "F064-R5", "F064-R9", "F064-R10", "F064-R11", "F064-R12",
+                    "F064-R13", "F064-R17", "F064-R21",
+                ),
+                columns={
+                    "watermark": ("F064-R3", "F064-R4", "F064-R5"),
+                    "state": ("F064-R2", "F064-R3", "F064-R4", "F064-R9", "F064-R10", "F064-R11", "F064-R13"),
+                    "core": ("F064-R17",),
+                },
+            ),
+            "sources": TableClauses(
+                key=("batch", "source"),
+                # a row per source whose watermark or active count changed
+                rows=(
+                    "F064-R3", "F064-R4", "F064-R6", "F064-R8", "F064-R9", "F064-R10", "F064-R11", "F064-R14",
+                    "F064-R15", "F064-R21",
+                ),
+                columns={
+                    "watermark": ("F064-R6", "F064-R8", "F064-R14"),
+                    "active_partitions": (
+                        "F064-R3", "F064-R4", "F064-R9", "F064-R10", "F064-R11", "F064-R15",
+                    ),
+                },
+            ),
+            # R22's reasons name the refusals of R1, R2, R4, R12, R17; R13: no error for an untracked removal
+            "errors": TableClauses(
+                key=("batch", "seq"),
+                rows=("F064-R1", "F064-R2", "F064-R4", "F064-R12", "F064-R13", "F064-R17", "F064-R22"),
+                columns={
+                    "reason": (
+                        "F064-R1", "F064-R2", "F064-R4", "F064-R12", "F064-R13", "F064-R17", "F064-R22",
+                    ),
+                },
+            ),
+        },
+    ),
+    "session_windows": AreaClauses(
+        refusal=("F017E-R18",),
+        tables={
+            "sessions": TableClauses(
+                # an open session is named by key and start (R13); a wrong start is a missing row
+                key=("batch", "key", "session_start"),
+                # R1: sessions of two keys never meet
+                rows=("F017E-R1", "F017E-R2", "F017E-R3", "F017E-R7", "F017E-R13", "F017E-R14"),
+                columns={
+                    "session_end": ("F017E-R2", "F017E-R3"),
+                    "count": ("F017E-R1", "F017E-R3", "F017E-R4"),
+                    "sum": ("F017E-R1", "F017E-R3", "F017E-R4"),
+                    "reason": ("F017E-R8",),
+                },
+            ),
+            "late": TableClauses(
+                key=("batch", "seq"),
+                rows=("F017E-R10",),
+                columns={
+                    "key": ("F017E-R19",),
+                    "event_time": ("F017E-R19",),
+                    "watermark": ("F017E-R5", "F017E-R6"),  # just after the event reached the generator
+                    "verdict": ("F017E-R11",),
+                },
+            ),
+            "timers": TableClauses(
+                key=("batch", "key", "session_start"),
+                rows=("F017E-R2", "F017E-R3", "F017E-R7", "F017E-R12"),  # one per open session
+                columns={"trigger_time": ("F017E-R2", "F017E-R12")},
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("F017E-R19",),
+                columns={
+                    "watermark": ("F017E-R5",),
+                    "open_sessions": ("F017E-R3", "F017E-R7", "F017E-R9"),
+                    "sessions_closed_by_timer": ("F017E-R8", "F017E-R9"),
+                    "sessions_closed_by_watermark": ("F017E-R8", "F017E-R9"),
+                    "late_events": ("F017E-R9", "F017E-R10"),
+                },
+            ),
+            "errors": TableClauses(
+                key=("batch", "seq"), rows=("F017E-R20",), columns={"reason": ("F017E-R20",)}
+            ),
+        },
+    ),
+    "watermark_propagation": AreaClauses(
+        refusal=("OXW-R4", "OXW-R9", "OXW-R10", "OXW-R20"),
+        tables={
+            "generated": TableClauses(
+                key=("batch", "seq", "key"),
+                rows=("OXW-R1", "OXW-R2"),
+                columns={"watermark": ("OXW-R2", "OXW-R3")},
+            ),
+            "watermarks": TableClauses(
+                key=("batch", "seq", "key"),
+                # a row per changed output: accepted source updates (R12), re-emissions (R13, R14)
+                rows=("OXW-R12", "OXW-R13", "OXW-R14", "OXW-R15", "OXW-R18"),
+                columns={"watermark": ("OXW-R12", "OXW-R13", "OXW-R15")},
+            ),
+            "violations": TableClauses(
+                key=("batch", "seq", "key"),
+                rows=("OXW-R12",),
+                columns={"watermark": ("OXW-R12",), "reason": ("OXW-R12",)},
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("OXW-R18",),
+                columns={
+                    "aligned_watermark": ("OXW-R5", "OXW-R6", "OXW-R7", "OXW-R8"),
+                    "global_watermark": ("OXW-R6", "OXW-R7", "OXW-R16"),  # R16 applies R6, R7 to sinks
+                    "violation_count": ("OXW-R12", "OXW-R18"),
+                },
+            ),
+            # R11: not_a_source and unknown nodes; R17: the checks and their order
+            "errors": TableClauses(
+                key=("batch", "seq"), rows=("OXW-R11", "OXW-R17"), columns={"reason": ("OXW-R11", "OXW-R17")}
+            ),
+        },
+    ),
+    "late_data": AreaClauses(
+        refusal=("OXL-R15",),
+        tables={
+            "events": TableClauses(
+                key=("batch", "seq"),
+                rows=("OXL-R9", "OXL-R16"),  # one row per well-formed event
+                columns={
+                    "source": ("OXL-R2",),
+                    "event_time": ("OXL-R9",),
+                    "watermark": ("OXL-R1", "OXL-R2", "OXL-R3"),
+                    "verdict": ("OXL-R4", "OXL-R6", "OXL-R7", "OXL-R8", "OXL-R10", "OXL-R11"),
+                    "lateness": ("OXL-R4", "OXL-R5"),
+                    "assigned_time": ("OXL-R7", "OXL-R9"),
+                    "channel": ("OXL-R8", "OXL-R9"),
+                },
+            ),
+            "side_outputs": TableClauses(
+                key=("batch", "seq"),  # the routed event, not its computed position
+                rows=("OXL-R8", "OXL-R14"),
+                columns={
+                    "channel": ("OXL-R8",),
+                    "position": ("OXL-R13", "OXL-R14"),
+                    "source": ("OXL-R14",),
+                    "event_time": ("OXL-R14",),
+                },
+            ),
+            "windows": TableClauses(
+                # a window closes at most once (R12), so source and start name it; the closing
+                # batch and seq are values a wrong closing rule changes
+                key=("source", "window_start"),
+                rows=("OXL-R10", "OXL-R12"),  # R10: whether it ever closes
+                columns={
+                    "batch": ("OXL-R10", "OXL-R12"),
+                    "seq": ("OXL-R10", "OXL-R12"),
+                    "window_end": ("OXL-R12",),
+                    "watermark": ("OXL-R3", "OXL-R12"),
+                    "count": ("OXL-R12",),
+                },
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("OXL-R17",),
+                columns={
+                    "on_time": ("OXL-R4", "OXL-R17"),
+                    "allowed_late": ("OXL-R10", "OXL-R11", "OXL-R17"),
+                    "reassigned": ("OXL-R7", "OXL-R17"),
+                    "dropped": ("OXL-R6", "OXL-R7", "OXL-R17"),
+                    "side_output": ("OXL-R8", "OXL-R17"),
+                    "open_windows": ("OXL-R12", "OXL-R17"),
+                },
+            ),
+            # R16: the reasons and their order; R3: watermark_regressed
+            "errors": TableClauses(
+                key=("batch", "seq"), rows=("OXL-R3", "OXL-R16"), columns={"reason": ("OXL-R3", "OXL-R16")}
+            ),
+        },
+    ),
+    "eventtime_buffer": AreaClauses(
+        refusal=("VELO-R1", "VELO-R2", "VELO-R3", "VELO-R4", "VELO-R7"),
+        tables={
+            "emitted": TableClauses(
+                # out_seq numbers the output, so a wrong release order shows in the values at each place
+                key=("batch", "out_seq"),
+                # R20: clock items emit nothing in event-time mode; R21: no flush at the end
+                rows=("VELO-R9", "VELO-R12", "VELO-R14", "VELO-R16", "VELO-R17", "VELO-R20", "VELO-R21"),
+                columns={
+                    "kind": ("VELO-R9", "VELO-R17"),
+                    "key": ("VELO-R15", "VELO-R17"),
+                    "event_time": ("VELO-R5", "VELO-R9", "VELO-R10", "VELO-R11", "VELO-R15", "VELO-R17"),
+                    "value": ("VELO-R15", "VELO-R17"),
+                    "watermark": ("VELO-R9", "VELO-R16"),
+                    "reason": ("VELO-R5", "VELO-R11", "VELO-R12"),
+                },
+            ),
+            "late": TableClauses(
+                key=("batch", "seq"),
+                rows=("VELO-R13", "VELO-R14", "VELO-R19"),  # R19: the exact drop bound
+                columns={
+                    "key": ("VELO-R14",),
+                    "event_time": ("VELO-R5", "VELO-R10", "VELO-R11"),
+                    "watermark": ("VELO-R14", "VELO-R16"),  # as it stood when the collection arrived
+                },
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("VELO-R23",),
+                columns={
+                    "watermark": ("VELO-R9", "VELO-R13", "VELO-R16"),
+                    "max_timestamp_seen": ("VELO-R12", "VELO-R13", "VELO-R14", "VELO-R22"),
+                    "buffer_size": ("VELO-R14", "VELO-R17", "VELO-R21", "VELO-R22"),
+                    "late_dropped_count": ("VELO-R14", "VELO-R22"),
+                    "watermark_emitted_count": ("VELO-R9", "VELO-R16", "VELO-R22"),
+                },
+            ),
+            # R12 and the tuple reasons of R5, R11; R23: malformed items
+            "errors": TableClauses(
+                key=("batch", "seq"),
+                rows=("VELO-R5", "VELO-R11", "VELO-R12", "VELO-R23"),
+                columns={"reason": ("VELO-R5", "VELO-R11", "VELO-R12", "VELO-R23")},
+            ),
+        },
+    ),
+}  # fmt: skip
+
+
+# ---- attribution ----------------------------------------------------------------------------
+
+
+def _by_key(columns: tuple[str, ...], key: tuple[str, ...], rows: list[Row]) -> dict[Row, list[Row]]:
+    idx = [columns.index(k) for k in key]
+    out: dict[Row, list[Row]] = defaultdict(list)
+    for r in rows:
+        out[tuple(r[i] for i in idx)].append(r)
+    return out
+
+
+def table_clauses(area: str, table: str, expected: list[Row], actual: list[Row]) -> set[str]:
+    """The clauses one table's difference is attributed to (empty when the rows are equal)."""
+    if expected == actual:
+        return set()
+    columns = TABLES[area][table]
+    decl = SHOWN[area].tables[table]
+    e_rows = _by_key(columns, decl.key, expected)
+    a_rows = _by_key(columns, decl.key, actual)
+    out: set[str] = set()
+    for k in e_rows.keys() | a_rows.keys():
+        es, as_ = e_rows.get(k, []), a_rows.get(k, [])
+        if len(es) != len(as_):
+            out.update(decl.rows)
+        if es == as_:
+            continue
+        for e, a in zip(sorted(es, key=_order), sorted(as_, key=_order), strict=False):
+            for i, (x, y) in enumerate(zip(e, a, strict=True)):
+                if x != y and columns[i] not in decl.key:
+                    out.update(decl.columns[columns[i]])
+    return out
+
+
+def _order(row: Row) -> tuple[Any, ...]:
+    return tuple((v is not None, v) for v in row)
+
+
+def differing_clauses(area: str, expected: Output | Exception, actual: Output | Exception) -> set[str] | None:
+    """The clauses a difference between two answers of one trace is attributed to: empty
+    when they agree; None when it cannot be attributed (an answer is a crash, not a refusal)."""
+    from harness.traces import InvalidConfig
+
+    e_err, a_err = isinstance(expected, Exception), isinstance(actual, Exception)
+    if e_err or a_err:
+        if (e_err and not isinstance(expected, InvalidConfig)) or (
+            a_err and not isinstance(actual, InvalidConfig)
+        ):
+            return None
+        if e_err and a_err and type(expected).__name__ == type(actual).__name__:
+            return set()
+        return set(SHOWN[area].refusal)
+    assert not isinstance(expected, Exception) and not isinstance(actual, Exception)
+    out: set[str] = set()
+    for table in TABLES[area]:
+        out |= table_clauses(area, table, expected.get(table, []), actual.get(table, []))
+    return out

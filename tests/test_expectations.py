@@ -1,0 +1,124 @@
+"""Expectation files as a new user meets them (spec/traces.md TR-11), through real pytest runs.
+
+``examples/buggy_engine.py`` is the oracle with one bug: keyed-watermark verdicts use
+``<=`` where F065-R3 says ``<``. A run without expectations fails exactly the tests that
+show the bug, charged to the clauses whose columns differ; the file the command-line
+tool writes from that run, with only the F065-R3 entry kept, turns exactly those tests
+into expected failures and nothing else; a stale entry is an unexpected pass that fails
+the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import EXIT_OK, main
+from harness.expectations import PLACEHOLDER_REASON, parse_file
+
+ROOT = Path(__file__).resolve().parent.parent
+BUGGY = "examples.buggy_engine:BuggyEngine"
+SUITES = ("features/test_keyed_watermarks.py", "properties/test_keyed_watermarks.py")
+
+
+def run_suites(
+    tmp: Path, name: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str, dict[str, Any]]:
+    report = tmp / f"{name}.json"
+    cmd = [
+        sys.executable, "-m", "pytest", *SUITES, "-q", "-p", "no:cacheprovider",
+        "--expectations-dir", str(tmp), "--conformance-report", str(report), *args,
+    ]  # fmt: skip
+    full_env = {**os.environ, "HYPOTHESIS_PROFILE": "dev", "CONFORMANCE_SEED": "0", **(env or {})}
+    done = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=600)
+    summary = json.loads(report.read_text()) if report.exists() else {}
+    return done.returncode, done.stdout + done.stderr, summary
+
+
+def outcomes(summary: dict[str, Any], engine: str) -> dict[str, str]:
+    return {t["nodeid"]: t["outcome"] for t in summary["tests"] if t["engine"] == engine}
+
+
+def statuses(summary: dict[str, Any], engine: str) -> dict[str, str]:
+    return {r["clause"]: r["status"] for r in summary["rows"] if r["engine"] == engine}
+
+
+@pytest.mark.clauses("TR-11")
+def test_a_clause_entry_turns_exactly_the_failing_tests_into_expected_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, first = run_suites(tmp_path, "first", "--engine", BUGGY)
+    assert code == 1, out
+    before = outcomes(first, BUGGY)
+    failing = {n for n, o in before.items() if o == "failed"}
+    assert any("test_engine_agrees_with_the_oracle" in n for n in failing)
+    assert any("exactly_at_its_keys_watermark" in n for n in failing)
+    # one bug in F065-R3 is charged to R3 and the clauses sharing its column, not to F065-R1..R24
+    failed_clauses = {c for c, s in statuses(first, BUGGY).items() if s == "FAIL"}
+    assert "F065-R3" in failed_clauses and len(failed_clauses) <= 4, failed_clauses
+    assert statuses(first, BUGGY)["F065-R5"] == "ok"
+
+    # the tool writes one placeholder entry per failing clause into expectations/buggy.toml
+    assert main(["expectations", str(tmp_path / "first.json"), "--directory", str(tmp_path)]) == EXIT_OK
+    written = parse_file(tmp_path / "buggy.toml")
+    assert {d.clause for d in written} == failed_clauses
+    assert {d.reason for d in written} == {PLACEHOLDER_REASON}
+    capsys.readouterr()
+
+    # the user keeps the one clause that is wrong, says why, and adds an entry that is not failing
+    (tmp_path / "buggy.toml").write_text(
+        '[[deviation]]\nclause = "F065-R3"\nreason = "verdicts use <= at the watermark"\n\n'
+        '[[deviation]]\nclause = "F065-R21"\nreason = "windows were wrong once"\n',
+        encoding="utf-8",
+    )
+    code, out, second = run_suites(tmp_path, "second", "--engine", BUGGY)
+    after = outcomes(second, BUGGY)
+    assert {n for n, o in after.items() if o == "deviation"} == failing
+    assert {n: o for n, o in after.items() if n not in failing} == {
+        n: o for n, o in before.items() if n not in failing
+    }
+    entries = {e["clause"]: e for e in second["expectations"][0]["entries"]}
+    assert entries["F065-R3"]["status"] == "applied"
+    assert set(entries["F065-R3"]["tests"]) == failing
+    assert entries["F065-R21"]["status"] == "unexpected-pass"
+    assert statuses(second, BUGGY)["F065-R21"] == "unexpected-pass"
+    assert code == 1 and "UNEXPECTED PASS" in out, out  # the stale entry fails the run
+
+    # the stale entry removed by the tool: the run is green
+    assert main(["expectations", str(tmp_path / "second.json"), "--directory", str(tmp_path)]) == EXIT_OK
+    assert [d.clause for d in parse_file(tmp_path / "buggy.toml")] == ["F065-R3"]
+    code, out, _ = run_suites(tmp_path, "third", "--engine", BUGGY)
+    assert code == 0, out
+
+
+@pytest.mark.clauses("TR-9")
+def test_an_engine_that_cannot_be_loaded_stops_the_run_once(tmp_path: Path) -> None:
+    code, out, _ = run_suites(tmp_path, "broken", "--engine", "no_such_module_here:Engine")
+    assert code == pytest.ExitCode.USAGE_ERROR, out
+    assert out.count("could not be loaded") == 1, out
+    assert "PASSED" not in out and "FAILED" not in out
+
+
+@pytest.mark.clauses("TR-9")
+def test_an_engine_module_on_the_users_path_is_found_and_spark_tests_are_left_out(tmp_path: Path) -> None:
+    (tmp_path / "my_engine.py").write_text(
+        "from examples.buggy_engine import BuggyEngine\n\nclass Mine(BuggyEngine):\n    name = 'mine'\n",
+        encoding="utf-8",
+    )
+    code, out, summary = run_suites(
+        tmp_path, "mine", "--engine", "my_engine:Mine", env={"PYTHONPATH": str(tmp_path)}
+    )
+    assert summary, out
+    ran = outcomes(summary, "my_engine:Mine")
+    assert ran and not any("test_spark_" in n for n in summary_nodeids(summary)), out
+    assert [e["name"] for e in summary["engines"] if e["id"] == "my_engine:Mine"] == ["mine"]
+
+
+def summary_nodeids(summary: dict[str, Any]) -> list[str]:
+    return [t["nodeid"] for t in summary["tests"]]
