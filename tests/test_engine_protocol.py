@@ -82,6 +82,28 @@ def test_the_faulty_node_engine_is_caught_with_a_readable_diff(tmp_path: Path) -
     assert "VELO-R1" not in text  # only the clauses of the areas that ran
 
 
+@pytest.mark.clauses("TR-11", "OXL-R4")
+def test_the_faulty_node_engine_with_its_deviation_recorded_passes(tmp_path: Path) -> None:
+    """The same fault, recorded by clause in the engine's expectation file: the failing cases are
+    known deviations and the run passes; the reports say so in every format."""
+    command = f"{node()} examples/late_data_engine.js --fault=boundary"
+    expectations = tmp_path / "node-boundary.toml"
+    expectations.write_text('[[deviation]]\nclause = "OXL-R4"\nreason = "judges <= at the watermark"\n')
+    html, junit = tmp_path / "report.html", tmp_path / "report.xml"
+    args = ("run", *LATE_DATA_VECTORS, "--command", command, "--expectations", str(expectations))
+    done = cli_process(*args, "--report", str(html), "--report", str(junit))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 known deviations and 0 unexpected passes" in done.stdout
+    assert done.stdout.strip().splitlines()[-1].endswith(": 29 passed, 0 failed, 6 skipped")
+    assert "deviation" in html.read_text(encoding="utf-8")
+    assert 'failures="0"' in junit.read_text(encoding="utf-8")
+    # without the fault the entry explains nothing: an unexpected pass, and the run fails
+    done = cli_process("run", *LATE_DATA_VECTORS, "--command", f"{node()} examples/late_data_engine.js",
+                       "--expectations", str(expectations))  # fmt: skip
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    assert "clause OXL-R4: unexpected-pass" in done.stdout
+
+
 def _cases_with_endings(tmp_path: Path, endings: list[str]) -> Path:
     """Committed late-data cases renamed so that the fake engine misbehaves on some."""
     source = read_vectors(LATE_DATA_VECTORS[:1]).vectors
