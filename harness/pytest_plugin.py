@@ -750,7 +750,11 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
     spec_clauses = load_clauses(Path(config.rootpath, "spec"))
     titles = {c.id: (c.title, c.file) for c in spec_clauses}
     seen = {c for r in results for c in r.clauses}
-    clause_ids = [c.id for c in spec_clauses] + sorted(seen - set(titles), key=clause_sort_key)
+    # the spec files of the tests that ran: one file's run lists its area, not every clause
+    ran_files = {titles[c][1] for c in seen if c in titles}
+    clause_ids = [c.id for c in spec_clauses if c.file in ran_files] + sorted(
+        seen - set(titles), key=clause_sort_key
+    )
     engines = list(runs.engine_ids)
     for r in results:
         if r.engine not in engines:
@@ -810,7 +814,11 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
         "generator_coverage": _generator_coverage(),
         "engines": [_engine_json(runs, e) for e in engines],
         "spec_found": bool(spec_clauses),
-        "clauses": [{"id": c.id, "title": c.title, "file": c.file, "text": c.text} for c in spec_clauses],
+        "clauses": [
+            {"id": c.id, "title": c.title, "file": c.file, "text": c.text}
+            for c in spec_clauses
+            if c.file in ran_files
+        ],
         "rows": rows,
         "tests": [vars(r) for r in sorted(results, key=lambda r: r.nodeid)],
         "expectations": entries,
