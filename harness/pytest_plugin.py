@@ -27,8 +27,13 @@
   ``--replay FILE`` runs a property once on the file's arguments, and a
   differential test on the file's traces (harness/replay.py).
 * Every test of ``properties/`` and scenario of ``features/`` must name a
-  clause that ``spec/`` defines (TR-12): the run fails and lists those that
-  do not.
+  clause that ``spec/`` defines (TR-12): an id ``spec/`` lacks stops the run at
+  collection, naming the tag's file and line and the nearest ids; a test that
+  names no clause fails the run, listed at its end.
+* A scenario step's mistake (a StepUsageError, a step no definition matches)
+  or a failing Then comparison is reported as ``features/x.feature:LINE`` with
+  the scenario, the step and the message, without the pytest-bdd traceback
+  (``--full-trace`` keeps it).
 * The terminal summary prints one row per clause of ``spec/*.md`` and engine
   (scenarios and properties passed/failed, known deviations, oracle-only) and
   writes the same as JSON to ``reports/conformance.json``, with the Markdown,
@@ -38,6 +43,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import json
 import os
@@ -429,6 +435,11 @@ def _is_spark_only(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    unknown = unknown_clause_tags(config, items)
+    if unknown:  # TR-12: a misspelt id stops the run here, with the ids it may have meant
+        raise pytest.UsageError(
+            "clause tags (TR-12): no heading of spec/*.md defines these ids\n" + "\n".join(unknown)
+        )
     runs = config.stash[_RUNS]
     runs.load_all()  # an engine that cannot be loaded stops the run once, here
     exp_dir = Path(config.rootpath, config.getoption("expectations_dir"))
@@ -469,27 +480,74 @@ def pytest_collection_modifyitems(
 TAGGED_SUITES = ("features", "properties")  # TR-12: every test in these folders names its clauses
 
 
+def _tagged(config: pytest.Config, item: pytest.Item) -> bool:
+    try:
+        return item.path.relative_to(config.rootpath).parts[0] in TAGGED_SUITES
+    except ValueError:
+        return False
+
+
 def clause_tag_problems(config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
-    """TR-12: the tests of features/ and properties/ that name no clause, or one spec/ lacks."""
-    known = {c.id for c in load_clauses(Path(config.rootpath, "spec"))}
-    if not known:
+    """TR-12: the tests of features/ and properties/ that name no clause (a clause spec/ lacks
+    stops collection: unknown_clause_tags)."""
+    if not load_clauses(Path(config.rootpath, "spec")):
         return []  # no spec here (a third party's checkout): nothing to check against
     problems: dict[str, str] = {}
     for item in items:
-        try:
-            suite = item.path.relative_to(config.rootpath).parts[0]
-        except ValueError:
-            continue
-        if suite not in TAGGED_SUITES:
-            continue
-        test = item.nodeid.split("[")[0]  # one line per test, not per engine
-        clauses = item_clauses(item)
-        unknown = [c for c in clauses if c not in known]
-        if not clauses:
+        if _tagged(config, item) and not item_clauses(item):
+            test = item.nodeid.split("[")[0]  # one line per test, not per engine
             problems.setdefault(test, f"{test}: names no clause")
-        elif unknown:
-            problems.setdefault(test, f"{test}: names {', '.join(unknown)}, not a clause of spec/")
     return sorted(problems.values())
+
+
+def unknown_clause_tags(config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
+    """TR-12: one line per clause id a test of features/ or properties/ names that no heading
+    of spec/ defines: where it is written (the tag's line of the feature file, or the test's
+    ``def``) and the nearest ids the spec has."""
+    known = [c.id for c in load_clauses(Path(config.rootpath, "spec"))]
+    if not known:
+        return []
+    problems: dict[str, str] = {}
+    for item in items:
+        if not _tagged(config, item):
+            continue
+        for clause in item_clauses(item):
+            if clause in known:
+                continue
+            nearest = difflib.get_close_matches(clause, known, n=3, cutoff=0.6)
+            hint = f"nearest: {', '.join(nearest)}" if nearest else "no id of spec/ is close"
+            template = _template_of(item)
+            if template is not None:
+                where = f"{_feature_path(config, template.feature)}:{_tag_line(template, clause)}"
+                what = f'@{clause} (scenario "{template.name}")'
+            else:
+                path, line, _ = item.location
+                where = f"{path}:{line + 1}" if line is not None else path
+                what = f"{clause} (test {item_name(item)})"
+            problems.setdefault(f"{where} {clause}", f"  {where}: {what} is not a clause of spec/; {hint}")
+    return sorted(problems.values())
+
+
+def _feature_path(config: pytest.Config, feature: Any) -> str:
+    """A feature file's path as the user runs it: relative to the rootdir."""
+    try:
+        return Path(feature.filename).relative_to(config.rootpath).as_posix()
+    except ValueError:
+        return str(feature.rel_filename)
+
+
+def _tag_line(template: Any, tag: str) -> int:
+    """The line of a scenario's tag: the nearest above the scenario for its own tags, else the
+    first (a feature's or rule's tag); the scenario's line when the file cannot be read."""
+    try:
+        lines = Path(template.feature.filename).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return int(template.line_number)
+    found = [n for n, line in enumerate(lines, 1) if f"@{tag}" in line.split()]
+    if tag in template.tags:
+        above = [n for n in found if n < template.line_number]
+        return above[-1] if above else int(template.line_number)
+    return found[0] if found else int(template.line_number)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -665,6 +723,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             oracle_only = "oracle-only" in reason
             res.outcome = "oracle-only" if oracle_only else "skipped"
             res.detail = reason.removeprefix("Skipped: ")
+    if report.failed and report.when == "call":
+        _report_step_failure(item, call, report)
     return report
 
 
@@ -724,6 +784,117 @@ def _scenario_differences(item: pytest.Item) -> list[set[str]] | None:
             return None
         found += d
     return found
+
+
+# ---- a scenario step's failure: its feature file and line, not a traceback ----
+
+
+@dataclass
+class StepFailure:
+    """The step of a scenario that raised, as pytest-bdd's hooks name it."""
+
+    where: str  # features/x.feature:LINE
+    scenario: str
+    step: str  # as written: "Then the key watermarks are:"
+    type: str  # given | when | then ("And" steps take the type before them)
+    error: BaseException
+    hint: str = ""
+
+
+_STEP_FAILURE = pytest.StashKey[StepFailure]()
+
+
+def _step_failure(request: Any, feature: Any, scenario: Any, step: Any, error: BaseException) -> StepFailure:
+    where = f"{_feature_path(request.config, feature)}:{step.line_number}"
+    return StepFailure(where, scenario.name, f"{step.keyword.strip()} {step.name}", step.type, error)
+
+
+def pytest_bdd_step_error(request: Any, feature: Any, scenario: Any, step: Any, exception: Exception) -> None:
+    request.node.stash[_STEP_FAILURE] = _step_failure(request, feature, scenario, step, exception)
+
+
+def pytest_bdd_step_func_lookup_error(
+    request: Any, feature: Any, scenario: Any, step: Any, exception: Exception
+) -> None:
+    failure = _step_failure(request, feature, scenario, step, exception)
+    nearest = _nearest_step(request.config, step)
+    failure.hint = f'; did you mean "{nearest}"?' if nearest else ""
+    request.node.stash[_STEP_FAILURE] = failure
+
+
+def _nearest_step(config: pytest.Config, step: Any) -> str | None:
+    """The closest text of a step of the same type that this session's scenarios use and the
+    step library matches."""
+    from harness.steps import LIBRARY, StepUsageError
+
+    texts: set[str] = set()
+    templates = {id(t): t for t in map(_template_of, config.stash[_RUNS].items) if t is not None}
+    for template in templates.values():
+        texts.update(s.name for s in template.steps if s.type == step.type and s.name != step.name)
+
+    def matched(text: str) -> bool:
+        try:
+            return LIBRARY.find(step.type, text) is not None
+        except StepUsageError:
+            return False
+
+    found = difflib.get_close_matches(step.name, sorted(t for t in texts if matched(t)), n=1, cutoff=0.6)
+    return f"{step.keyword.strip()} {found[0]}" if found else None
+
+
+class StepErrorRepr:
+    """A failing step as the report shows it: file:line, scenario and step, then the message
+    (a pytest longrepr: ``toterminal``, and ``reprcrash`` for the short summary and JUnit)."""
+
+    def __init__(self, failure: StepFailure, message: str) -> None:
+        self.lines = [f'{failure.where}: scenario "{failure.scenario}", step "{failure.step}"']
+        self.lines += message.splitlines() or [""]
+        self.reprcrash = _CrashLine(failure.where, self.lines[1])
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.lines:
+            tw.line(line)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+@dataclass
+class _CrashLine:
+    where: str
+    message: str
+
+    def __str__(self) -> str:  # --tb=line
+        return f"{self.where}: {self.message}"
+
+
+def _report_step_failure(item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> None:
+    """A step mistake (StepUsageError, no matching step) or a failing Then comparison
+    (pytest.fail without traceback) loses pytest-bdd's traceback and gains the feature file's
+    line; any other error of a step keeps its traceback, the step's line added below it."""
+    from pytest_bdd.exceptions import StepDefinitionNotFoundError
+
+    from harness.steps import StepUsageError
+
+    failure = item.stash.get(_STEP_FAILURE, None)
+    error = call.excinfo.value if call.excinfo is not None else None
+    if failure is None or error is None or error is not failure.error:
+        return
+    if isinstance(error, StepDefinitionNotFoundError):
+        message = (
+            f"no {failure.type.title()} step definition matches (harness/steps.py, features/test_<area>.py)"
+            + failure.hint
+        )
+    elif isinstance(error, StepUsageError):
+        message = str(error)
+    elif isinstance(error, pytest.fail.Exception) and not error.pytrace:
+        message = error.msg or ""
+    else:
+        message = ""
+    if not message or item.config.getoption("fulltrace", False):
+        report.sections.append(("scenario step", str(StepErrorRepr(failure, message or repr(error)))))
+        return
+    report.longrepr = StepErrorRepr(failure, message)
 
 
 # ---- the conformance summary ------------------------------------------------
@@ -978,9 +1149,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     problems = summary["clause_tag_problems"]
     if problems:
         tr.write_line("")
-        tr.write_line(
-            f"clause tags (TR-12): {len(problems)} tests name no clause, or one spec/ lacks; the run fails"
-        )
+        tr.write_line(f"clause tags (TR-12): {len(problems)} tests name no clause; the run fails")
         for line in problems:
             tr.write_line(f"    {line}")
     tr.write_line("")

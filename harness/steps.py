@@ -480,7 +480,7 @@ _ITEM_COLUMNS = {"kind", *ITEM_FIELD_TYPES}
 def _check_columns(header: Sequence[str], allowed: set[str], step: str) -> None:
     unknown = [h for h in header if h not in allowed]
     if unknown:
-        raise StepUsageError(f"{step}: unknown columns {unknown}; allowed: {sorted(allowed)}")
+        raise StepUsageError(f"{step.rstrip(':')}: unknown columns {unknown}; allowed: {sorted(allowed)}")
 
 
 @when(rf"these events arrive {_WHERE}:")
