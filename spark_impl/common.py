@@ -19,7 +19,7 @@ Pure numpy/pandas: everything here also runs inside Spark's Python workers.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -218,6 +218,28 @@ def stream_settings(
     return validate(default), per_stream
 
 
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """A UserWarning the first time ``message`` is said in this process."""
+    import warnings
+
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def warn_without_seq(operator: str, seq_col: str | None, order: str) -> None:
+    """Without ``seq_col`` Spark keeps no arrival order inside a micro-batch: say what is used."""
+    if seq_col is None:
+        warn_once(
+            f"{operator}: no seq_col, so the rows of one micro-batch are taken in {order}; disorder "
+            "inside a micro-batch cannot be seen, only disorder across micro-batches can make an event "
+            "late. Name an arrival-order column with seq_col to judge it event by event."
+        )
+
+
 def check_columns(
     fields: Mapping[str, Any], named: Mapping[str, str | None], integral: Iterable[str], kind_col: str | None,
     seq_col: str | None,
@@ -276,6 +298,46 @@ def one_group_per_stream(df: Any, cols: Sequence[Any], sid: str, processor: Any,
             statefulProcessor=processor, outputStructType=output_schema, outputMode="Append", timeMode="None"
         )
     )
+
+
+class OperatorStreams:
+    """Base of every operator's result: ``output`` is the combined stream (its ``output``
+    column names each row's table) and the other fields are its projections. Writing two
+    projections to two sinks starts two queries, which run the operator twice, each with its
+    own state: ``write_tables`` writes them all from one."""
+
+    output: Any
+    table_columns: ClassVar[Mapping[str, Sequence[str]]] = {}
+
+    def write_tables(
+        self, path: str, checkpoint_location: str, *, trigger: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Starts ONE query writing every table to ``<path>/<table>/batch_id=<n>`` (Parquet; a
+        micro-batch Spark replays after a failure overwrites its own folders, so nothing is
+        written twice). ``trigger`` goes to ``DataStreamWriter.trigger`` (e.g.
+        ``{"processingTime": "10 seconds"}``). Returns the StreamingQuery; read a table back
+        with ``spark.read.parquet(f"{path}/events")``."""
+        from pyspark.sql import functions as F
+
+        tables = {name: list(cols) for name, cols in self.table_columns.items()}
+        base = path.rstrip("/")
+
+        def write_batch(batch: Any, batch_id: int) -> None:
+            batch.persist()
+            try:
+                present = {r["output"] for r in batch.select("output").distinct().collect()}
+                for name in sorted(present & set(tables)):
+                    rows = batch.filter(F.col("output") == name).select(*tables[name])
+                    rows.write.mode("overwrite").parquet(f"{base}/{name}/batch_id={batch_id}")
+            finally:
+                batch.unpersist()
+
+        writer = self.output.writeStream.foreachBatch(write_batch).option(
+            "checkpointLocation", checkpoint_location
+        )
+        if trigger:
+            writer = writer.trigger(**trigger)
+        return writer.start()
 
 
 def table_projections(output: Any, table_columns: Mapping[str, Sequence[str]]) -> dict[str, Any]:

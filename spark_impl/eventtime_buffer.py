@@ -80,6 +80,7 @@ import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
+    OperatorStreams,
     OutputRows,
     StreamGroupProcessor,
     check_columns,
@@ -90,8 +91,10 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
+    warn_without_seq,
     with_defaults,
 )
+from spark_impl.session import check_session
 
 LAYOUT_VERSION = 1
 
@@ -567,8 +570,11 @@ _DEFAULTS: dict[str, Any] = {
 
 
 @dataclass
-class EventtimeBufferStreams:
-    """The operator's output: ``output`` (combined) and its projections."""
+class EventtimeBufferStreams(OperatorStreams):
+    """The operator's output: ``output`` (combined) and its projections; ``write_tables``
+    writes every table from one query."""
+
+    table_columns = TABLE_COLUMNS
 
     output: Any
     emitted: Any
@@ -605,6 +611,8 @@ def eventtime_buffer(
     from pyspark.sql.types import IntegralType, StringType
 
     fields = {f.name: f.dataType for f in df.schema.fields}
+    check_session(df.sparkSession, "eventtime_buffer")
+    warn_without_seq("eventtime_buffer", seq_col, "the order of the event-time column")
     default_conf: dict[str, Any] = {
         "columns": list(fields), "eventtime_enabled": eventtime_enabled,
         "late_tolerance": late_tolerance_ms, "register_parsers": list(register_parsers),

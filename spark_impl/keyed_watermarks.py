@@ -128,6 +128,7 @@ import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
+    OperatorStreams,
     OutputRows,
     StatefulProcessorHandle,
     batches_in,
@@ -137,6 +138,8 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
+    warn_once,
+    warn_without_seq,
 )
 from spark_impl.common import require_int as _require_int
 from spark_impl.common import sat_sub as _sat_sub
@@ -153,6 +156,7 @@ from spark_impl.scaleout import (
     two_stages,
     with_ticks,
 )
+from spark_impl.session import check_session
 
 LAYOUT_VERSION = 2
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
@@ -1048,8 +1052,11 @@ def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows
 
 
 @dataclass
-class KeyedWatermarkStreams:
-    """The operator's output: ``output`` (combined) and its projections."""
+class KeyedWatermarkStreams(OperatorStreams):
+    """The operator's output: ``output`` (combined) and its projections; ``write_tables``
+    writes every table from one query."""
+
+    table_columns = TABLE_COLUMNS
 
     output: Any
     events: Any
@@ -1103,6 +1110,14 @@ def keyed_watermarks(
     buckets = default_buckets(df.sparkSession) if buckets is None else _require_int("buckets", buckets, 1)
     block_keys = _require_int("block_keys", block_keys, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
+    check_session(df.sparkSession, "keyed_watermarks")
+    if kind_col is None and processing_time_col is None:
+        warn_once(
+            "keyed_watermarks: no clock rows (kind_col) and no processing_time_col, so the processing clock "
+            "never moves and idle_timeout_ms never marks a key idle; name the arrival-time column "
+            'with processing_time_col, or processing_time_col="current_timestamp"'
+        )
+    warn_without_seq("keyed_watermarks", seq_col, "event-time order, ties by key")
     named = {
         "key_col": key_col, "event_time_col": event_time_col, "stream_id_col": stream_id_col,
         "seq_col": seq_col, "kind_col": kind_col, "value_col": value_col, "time_col": time_col,

@@ -100,6 +100,7 @@ import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
+    OperatorStreams,
     OutputRows,
     StatefulProcessorHandle,
     batches_in,
@@ -122,6 +123,7 @@ from spark_impl.scaleout import (
     restore_nulls,
     two_stages,
 )
+from spark_impl.session import check_session
 
 LAYOUT_VERSION = 2
 POLICIES = ("Drop", "Reassign", "SideOutput")
@@ -645,8 +647,11 @@ def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows
 
 
 @dataclass
-class LateDataStreams:
-    """The operator's output: ``output`` (combined) and its projections."""
+class LateDataStreams(OperatorStreams):
+    """The operator's output: ``output`` (combined) and its projections; ``write_tables``
+    writes every table from one query."""
+
+    table_columns = TABLE_COLUMNS
 
     output: Any
     events: Any
@@ -689,6 +694,7 @@ def late_data(
     )
     buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
+    check_session(df.sparkSession, "late_data")
     check_columns(
         fields,
         {"event_time_col": event_time_col, "source_col": source_col, "kind_col": kind_col,

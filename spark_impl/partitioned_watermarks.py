@@ -140,6 +140,7 @@ import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, InvalidConfig
 from spark_impl.common import (
+    OperatorStreams,
     OutputRows,
     StatefulProcessorHandle,
     batches_in,
@@ -153,6 +154,8 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
+    warn_once,
+    warn_without_seq,
 )
 from spark_impl.scaleout import (
     CURRENT_TIMESTAMP,
@@ -167,6 +170,7 @@ from spark_impl.scaleout import (
     two_stages,
     with_ticks,
 )
+from spark_impl.session import check_session
 
 LAYOUT_VERSION = 2
 DEFAULT_BLOCK_PARTITIONS = 128
@@ -1147,8 +1151,11 @@ def with_probes(rows: Any) -> Any:
 
 
 @dataclass
-class PartitionedWatermarkStreams:
-    """The operator's output: ``output`` (combined) and its projections."""
+class PartitionedWatermarkStreams(OperatorStreams):
+    """The operator's output: ``output`` (combined) and its projections; ``write_tables``
+    writes every table from one query."""
+
+    table_columns = TABLE_COLUMNS
 
     output: Any
     progress: Any
@@ -1194,6 +1201,15 @@ def partitioned_watermarks(
     buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     block_partitions = require_int("block_partitions", block_partitions, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
+    check_session(df.sparkSession, "partitioned_watermarks")
+    if kind_col is None and processing_time_col is None:
+        warn_once(
+            "partitioned_watermarks: no clock rows (kind_col) and no processing_time_col, so the "
+            "processing clock never moves and idle_timeout_ms never marks a partition idle; name the "
+            "arrival-time column "
+            'with processing_time_col, or processing_time_col="current_timestamp"'
+        )
+    warn_without_seq("partitioned_watermarks", seq_col, "event-time order as one step")
     longs = {"source": source_col, "partition": partition_col, "time": time_col, "count": count_col,
              "core": core_col, "seq": seq_col, "batch": batch_col}  # fmt: skip
     named = {**{f"{k}_col": v for k, v in longs.items()}, "event_time_col": event_time_col,

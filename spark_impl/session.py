@@ -18,6 +18,11 @@ to 2, so every group reaches an operator as many Arrow chunks; Spark's default
 is 10,000). Workers run this
 interpreter: ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` are set to
 ``sys.executable`` before the session starts.
+
+A session the user builds: ``configure(SparkSession.builder)`` adds the two
+settings the operators need, and every operator calls ``check_session`` when it
+is applied, so a session without them fails at once with one line saying what to
+set, not with a Java stack trace when the query starts.
 """
 
 from __future__ import annotations
@@ -115,6 +120,73 @@ def get_spark(shuffle_partitions: int | None = None) -> Any:
         register(spark)
         _session = spark
         return spark
+
+
+# ---- a session the user builds -----------------------------------------------------------------
+
+
+class SessionNotReady(RuntimeError):
+    """The session lacks a setting the operators need; the message says which and how."""
+
+
+def configure(builder: Any) -> Any:
+    """``builder`` with what the operators need: the RocksDB state store provider, and (classic
+    Spark) Python workers running this interpreter, which has pandas and pyarrow::
+
+        spark = configure(SparkSession.builder).getOrCreate()
+    """
+    builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    if "spark.remote" not in getattr(builder, "_options", {}) and not os.environ.get("SPARK_REMOTE"):
+        builder = builder.config("spark.pyspark.python", sys.executable)
+    return builder
+
+
+_checked_interpreters: dict[str, str | None] = {}
+
+
+def check_session(spark: Any, operator: str) -> None:
+    """Raises SessionNotReady, saying what to set, when ``spark`` cannot run ``operator``: the
+    state store provider is not RocksDB, or (classic Spark, local master) the Python workers'
+    interpreter cannot import pandas and pyarrow."""
+    how = "spark_impl.session.configure(SparkSession.builder) builds a session with it"
+    provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
+    if provider != ROCKSDB_PROVIDER:
+        raise SessionNotReady(
+            f"{operator} keeps its state through transformWithStateInPandas, which needs the RocksDB "
+            f"state store: set spark.sql.streaming.stateStore.providerClass={ROCKSDB_PROVIDER} "
+            f"before starting the query (it is {provider!r}); {how}"
+        )
+    if _is_connect(spark):
+        return  # the workers belong to the server
+    context = spark.sparkContext
+    if not str(context.master).startswith("local"):
+        return  # the executors' interpreters are not visible from here
+    python = (
+        context.getConf().get("spark.pyspark.python", None)
+        or os.environ.get("PYSPARK_PYTHON")
+        or "python3"
+    )
+    if python not in _checked_interpreters:
+        probe = subprocess.run(
+            [python, "-c", "import pandas, pyarrow"], capture_output=True, text=True, check=False, timeout=120
+        ) if shutil.which(python) or os.path.exists(python) else None  # fmt: skip
+        if probe is None:
+            _checked_interpreters[python] = "it is not found"
+        elif probe.returncode != 0:
+            _checked_interpreters[python] = (probe.stderr.strip().splitlines() or ["it fails"])[-1]
+        else:
+            _checked_interpreters[python] = None
+    problem = _checked_interpreters[python]
+    if problem:
+        raise SessionNotReady(
+            f"{operator} runs pandas code in Spark's Python workers, which start {python!r}, and "
+            f"there: {problem}. Set spark.pyspark.python (or PYSPARK_PYTHON) to {sys.executable!r} "
+            f"before the session starts; {how}"
+        )
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _is_stopped(spark: Any) -> bool:

@@ -89,6 +89,7 @@ import pandas as pd
 
 from harness.traces import I64_MAX, InvalidConfig
 from spark_impl.common import (
+    OperatorStreams,
     OutputRows,
     StreamGroupProcessor,
     check_columns,
@@ -101,8 +102,10 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
+    warn_without_seq,
     with_defaults,
 )
+from spark_impl.session import check_session
 
 LAYOUT_VERSION = 1
 STRATEGIES = ("OnWindowClose", "Final")
@@ -439,8 +442,11 @@ _DEFAULTS: dict[str, Any] = {"sw_batch": np.int64(0), "sw_seq": np.int64(0), "sw
 
 
 @dataclass
-class SessionWindowStreams:
-    """The operator's output: ``output`` (combined) and its projections."""
+class SessionWindowStreams(OperatorStreams):
+    """The operator's output: ``output`` (combined) and its projections; ``write_tables``
+    writes every table from one query."""
+
+    table_columns = TABLE_COLUMNS
 
     output: Any
     sessions: Any
@@ -480,6 +486,8 @@ def session_windows(
         stream_configs,
     )  # fmt: skip
     fields = {f.name: f.dataType for f in df.schema.fields}
+    check_session(df.sparkSession, "session_windows")
+    warn_without_seq("session_windows", seq_col, "event-time order, ties by key")
     check_columns(
         fields,
         {"key_col": key_col, "event_time_col": event_time_col, "stream_id_col": stream_id_col,

@@ -105,6 +105,7 @@ import pandas as pd
 
 from harness.traces import I64_MIN, InvalidConfig
 from spark_impl.common import (
+    OperatorStreams,
     OutputRows,
     StatefulProcessorHandle,
     batches_in,
@@ -117,6 +118,7 @@ from spark_impl.common import (
     stream_id_column,
     stream_settings,
     table_projections,
+    warn_without_seq,
 )
 from spark_impl.scaleout import (
     NULL_MASK,
@@ -129,6 +131,7 @@ from spark_impl.scaleout import (
     to_buckets,
     two_stages,
 )
+from spark_impl.session import check_session
 
 LAYOUT_VERSION = 2
 CONFIG_KEYS = ("nodes", "edges", "advance_threshold", "max_out_of_order_ms")
@@ -644,8 +647,11 @@ class GraphProcessor(SecondStage):
 
 
 @dataclass
-class WatermarkPropagationStreams:
-    """The operator's output: ``output`` (combined) and its projections."""
+class WatermarkPropagationStreams(OperatorStreams):
+    """The operator's output: ``output`` (combined) and its projections; ``write_tables``
+    writes every table from one query."""
+
+    table_columns = TABLE_COLUMNS
 
     output: Any
     generated: Any
@@ -689,6 +695,8 @@ def watermark_propagation(
         raise InvalidConfig("give event_time_col, watermark_col or both")
     buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
+    check_session(df.sparkSession, "watermark_propagation")
+    warn_without_seq("watermark_propagation", seq_col, "time order, ties by node")
     check_columns(
         fields,
         {"node_col": node_col, "event_time_col": event_time_col, "watermark_col": watermark_col,
