@@ -111,11 +111,14 @@ def _ten_ms_ticks(cell: Any) -> int:
 
 @LIBRARY.given(r"a new EventtimeTypeRegistry")
 def new_registry(state: ScenarioState) -> None:
+    """An empty registry holding the built-in parsers (oracle-only, VELO-R3)."""
     state.scratch["registry"] = _RegistryView()
 
 
 @LIBRARY.when(r"the user registers (?P<name>\S+) as a parser of 10 ms ticks")
 def register_ticks(state: ScenarioState, name: str) -> None:
+    """Registers a user parser under ``name`` that reads a number of 10 ms ticks (VELO-R6);
+    a refusal is kept for the Then steps."""
     view = _registry(state)
     try:
         view.registry.register(name, _ten_ms_ticks)
@@ -126,18 +129,21 @@ def register_ticks(state: ScenarioState, name: str) -> None:
 
 @LIBRARY.then(r"the registry lists (?P<names>.+)")
 def registry_lists(state: ScenarioState, names: str) -> None:
+    """The registry's parser names, in the order it lists them (comma-separated)."""
     expected = [n.strip() for n in names.split(",")]
     assert _registry(state).registry.list() == expected
 
 
 @LIBRARY.then(r"the registration is refused with DuplicateEventtimeType")
 def registration_refused(state: ScenarioState) -> None:
+    """The last registration raised DuplicateEventtimeType (VELO-R6)."""
     kind, got = _registry(state).result
     assert kind == "raised" and isinstance(got, DuplicateEventtimeType), f"got {kind} {got!r}"
 
 
 @LIBRARY.then(r"resolving (?P<name>\S+) raises UnknownEventtimeType naming (?P<names>.+)")
 def resolve_unknown(state: ScenarioState, name: str, names: str) -> None:
+    """Resolving an unregistered name raises UnknownEventtimeType whose message names each listed parser."""
     with pytest.raises(UnknownEventtimeType) as raised:
         _registry(state).registry.resolve(name)
     for n in names.split(","):

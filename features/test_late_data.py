@@ -95,11 +95,13 @@ def _router(state: ScenarioState) -> SideOutputRouter:
 
 @LIBRARY.given(r"a SideOutputRouter")
 def new_router(state: ScenarioState) -> None:
+    """A SideOutputRouter with no channels (oracle-only)."""
     state.scratch["router"] = SideOutputRouter()
 
 
 @LIBRARY.when(r"the router routes these events:")
 def router_routes(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| channel | event_time |: routes each row to its channel, in table order."""
     if not datatable or [h.strip() for h in datatable[0]] != ["channel", "event_time"]:
         raise StepUsageError("the routed events have columns | channel | event_time |")
     for channel, t in datatable[1:]:
@@ -108,6 +110,7 @@ def router_routes(state: ScenarioState, datatable: DataTable | None = None) -> N
 
 @LIBRARY.then(r"draining channel (?P<channel>\S+) gives (?P<events>.+)")
 def draining_gives(state: ScenarioState, channel: str, events: str) -> None:
+    """Draining the channel returns these event times in order (comma-separated), or nothing."""
     expected = [] if events.strip() == "nothing" else [parse_time(t) for t in _names(events)]
     got = _router(state).drain(channel)
     assert_rows(f"Then draining channel {channel} gives", ["drained"], [(expected,)], [(got,)], None)
@@ -115,12 +118,14 @@ def draining_gives(state: ScenarioState, channel: str, events: str) -> None:
 
 @LIBRARY.then(r"channel (?P<channel>\S+) holds (?P<count>\d+) events?")
 def channel_holds(state: ScenarioState, channel: str, count: str) -> None:
+    """The channel holds this many events not drained yet."""
     got = _router(state).pending(channel)
     assert_rows(f"Then channel {channel} holds", ["pending"], [(int(count),)], [(got,)], None)
 
 
 @LIBRARY.then(r"the router's channels are (?P<names>.+)")
 def router_channels(state: ScenarioState, names: str) -> None:
+    """The router's channels, in the order it lists them (comma-separated)."""
     got = _router(state).channels()
     assert_rows("Then the router's channels are", ["channels"], [(_names(names),)], [(got,)], None)
 
@@ -134,17 +139,20 @@ def _tracker(state: ScenarioState) -> AllowedLatenessTracker:
 
 @LIBRARY.given(r"an AllowedLatenessTracker with an allowed lateness of (?P<ms>.+?) ms")
 def new_tracker(state: ScenarioState, ms: str) -> None:
+    """An AllowedLatenessTracker (oracle-only) with this allowed lateness."""
     state.scratch["lateness_tracker"] = AllowedLatenessTracker(parse_time(ms))
 
 
 @LIBRARY.when(r"the tracker registers windows ending at (?P<ends>.+)")
 def tracker_registers(state: ScenarioState, ends: str) -> None:
+    """Registers one window per end time (comma-separated)."""
     for end in _names(ends):
         _tracker(state).register(f"window ending at {end}", parse_time(end))
 
 
 @LIBRARY.then(r"closing at (?P<now>\S+) returns (?:the windows ending at (?P<ends>.+)|no window)")
 def closing_returns(state: ScenarioState, now: str, ends: str | None) -> None:
+    """``close_expired(now)`` returns the windows with these end times, or no window."""
     expected = [f"window ending at {e}" for e in _names(ends or "")]
     got = _tracker(state).close_expired(parse_time(now))
     assert_rows(f"Then closing at {now} returns", ["closed"], [(expected,)], [(got,)], None)
@@ -152,6 +160,7 @@ def closing_returns(state: ScenarioState, now: str, ends: str | None) -> None:
 
 @LIBRARY.then(r"a window ending at (?P<end>\S+) is open at (?P<open_at>\S+) and closed at (?P<closed_at>\S+)")
 def window_open_then_closed(state: ScenarioState, end: str, open_at: str, closed_at: str) -> None:
+    """``is_open(end, ...)`` is true at the first time and false at the second."""
     tracker = _tracker(state)
     got = (
         tracker.is_open(parse_time(end), parse_time(open_at)),

@@ -120,17 +120,20 @@ def tracker_with(state: ScenarioState, settings: str) -> None:
 
 @LIBRARY.when(r"the tracker clock is at (?P<time>.+?) ms")
 def tracker_clock(state: ScenarioState, time: str) -> None:
+    """Sets the tracker's clock (it starts at 0 and moves only here)."""
     _view(state)
     state.scratch["clock"].now = parse_time(time)
 
 
 @LIBRARY.when(r"the tracker registers source (?P<source>\S+) with (?P<count>\S+) partitions?")
 def tracker_register(state: ScenarioState, source: str, count: str) -> None:
+    """Calls ``register_source(source, count)``; the result or the error is kept."""
     _call(state, _view(state).tracker.register_source, parse_time(source), parse_time(count))
 
 
 @LIBRARY.when(rf"the tracker updates partition {_PART} to (?P<wm>.+?) ms")
 def tracker_update(state: ScenarioState, source: str, partition: str, wm: str) -> None:
+    """Calls ``update_partition(S/P, watermark)``."""
     _call(state, _view(state).tracker.update_partition, _pid(source, partition), parse_time(wm))
 
 
@@ -141,6 +144,7 @@ def tracker_update(state: ScenarioState, source: str, partition: str, wm: str) -
 def tracker_update_from_event(
     state: ScenarioState, source: str, partition: str, t: str, lateness: str
 ) -> None:
+    """Calls ``update_partition_from_event(S/P, event_time, max_lateness)``."""
     tracker = _view(state).tracker
     _call(
         state,
@@ -153,6 +157,7 @@ def tracker_update_from_event(
 
 @LIBRARY.when(rf"the tracker marks partition {_PART} (?P<mark>idle|active)")
 def tracker_mark(state: ScenarioState, source: str, partition: str, mark: str) -> None:
+    """Calls ``mark_partition_idle`` or ``mark_partition_active`` on S/P."""
     t = _view(state).tracker
     fn = t.mark_partition_idle if mark == "idle" else t.mark_partition_active
     _call(state, fn, _pid(source, partition))
@@ -160,17 +165,20 @@ def tracker_mark(state: ScenarioState, source: str, partition: str, mark: str) -
 
 @LIBRARY.when(rf"the tracker (?P<action>adds|removes) partition {_PART}")
 def tracker_add_remove(state: ScenarioState, action: str, source: str, partition: str) -> None:
+    """Calls ``add_partition`` or ``remove_partition`` on S/P."""
     t = _view(state).tracker
     _call(state, t.add_partition if action == "adds" else t.remove_partition, _pid(source, partition))
 
 
 @LIBRARY.when(rf"the tracker assigns partition {_PART} to core (?P<core>\S+)")
 def tracker_assign(state: ScenarioState, source: str, partition: str, core: str) -> None:
+    """Calls ``assign_partition_to_core(S/P, core)``."""
     _call(state, _view(state).tracker.assign_partition_to_core, _pid(source, partition), parse_time(core))
 
 
 @LIBRARY.when(r"the tracker checks idle partitions")
 def tracker_check_idle(state: ScenarioState) -> None:
+    """Calls ``check_idle_partitions()`` at the tracker's clock."""
     _call(state, _view(state).tracker.check_idle_partitions)
 
 
@@ -191,6 +199,7 @@ def result_is(state: ScenarioState, value: str) -> None:
 
 @LIBRARY.then(r"the call raises (?P<error>SourceNotFound|UnknownPartition|InvalidPartition|InvalidConfig)")
 def call_raises(state: ScenarioState, error: str) -> None:
+    """The last tracker call raised this error."""
     kind, got = state.scratch["result"]
     if kind == "raised" and isinstance(got, _ERRORS[error]):
         return
@@ -260,6 +269,7 @@ def report_to_both(state: ScenarioState, datatable: DataTable | None = None) -> 
 
 @LIBRARY.when(rf"core (?P<core>\S+) updates partition {_PART} to (?P<wm>.+?) ms")
 def core_update(state: ScenarioState, core: str, source: str, partition: str, wm: str) -> None:
+    """Calls ``update_partition(S/P, watermark)`` on one core built before."""
     view = _view(state)
     c = parse_time(core)
     if c not in view.cores:
@@ -289,6 +299,7 @@ def local_watermarks(state: ScenarioState, datatable: DataTable | None = None) -
 
 @LIBRARY.then(r"collect_watermarks over the cores returns (?P<value>.+)")
 def collect_returns(state: ScenarioState, value: str) -> None:
+    """``collect_watermarks`` over the built cores returns this (a number, or none)."""
     actual = collect_watermarks(_view(state).cores.values())
     assert_rows("Then collect_watermarks returns", ["watermark"], [(_answer(value),)], [(actual,)], None)
 

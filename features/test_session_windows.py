@@ -61,17 +61,21 @@ def _view(state: ScenarioState) -> OperatorView:
     r"a SessionWindowOperator with a gap of (?P<gap>.+?) ms and a watermark delay of (?P<delay>.+?) ms"
 )
 def operator_with(state: ScenarioState, gap: str, delay: str) -> None:
+    """A SessionWindowOperator with this gap and a bounded-out-of-orderness generator with this
+    delay (oracle-only; no trace is built)."""
     state.direct = OperatorView(parse_time(gap), parse_time(delay))  # type: ignore[assignment]
 
 
 @LIBRARY.when(rf"the operator processes an event of key {_KEY} at (?P<time>.+?) ms")
 def operator_processes(state: ScenarioState, key: str, time: str) -> None:
+    """``process(event)``: the operator's output of this call is kept for the Then steps."""
     v = _view(state)
     v.emitted = v.operator.process(Event(str(parse_key(key)), parse_time(time)), v.ctx)
 
 
 @LIBRARY.when(r"the operator is checkpointed")
 def operator_checkpointed(state: ScenarioState) -> None:
+    """Takes ``checkpoint()`` and keeps the operator's context."""
     v = _view(state)
     state.scratch["checkpoint"] = v.operator.checkpoint()
     state.scratch["old_ctx"] = v.ctx
@@ -79,6 +83,8 @@ def operator_checkpointed(state: ScenarioState) -> None:
 
 @LIBRARY.when(r"a new operator restores the checkpoint into (?P<which>a new|the same) timer service")
 def operator_restored(state: ScenarioState, which: str) -> None:
+    """A new operator restores the checkpoint into a new timer service (the generator keeps the
+    old maximum event time) or into the old context (its timer service and generator)."""
     v = _view(state)
     old: OperatorContext = state.scratch["old_ctx"]
     if which == "a new":
@@ -92,12 +98,14 @@ def operator_restored(state: ScenarioState, which: str) -> None:
 
 @LIBRARY.when(rf"the operator is given the timer at (?P<time>.+?) ms of key {_KEY} and session (?P<sid>\d+)")
 def operator_on_timer(state: ScenarioState, time: str, key: str, sid: str) -> None:
+    """Calls ``on_timer`` with the timer of this key and session id, as the timer service would."""
     v = _view(state)
     v.emitted = v.operator.on_timer(Timer(parse_time(time), timer_key(str(parse_key(key)), int(sid))), v.ctx)
 
 
 @LIBRARY.when(r"the operator is given a timer at (?P<time>.+?) ms with a foreign timer key")
 def operator_foreign_timer(state: ScenarioState, time: str) -> None:
+    """Calls ``on_timer`` with a timer key of another operator (not a session's)."""
     v = _view(state)
     v.emitted = v.operator.on_timer(Timer(parse_time(time), ("window", "a", 1)), v.ctx)
 
@@ -122,6 +130,7 @@ def pending_timers(state: ScenarioState, datatable: DataTable | None = None) -> 
 
 @LIBRARY.then(r"the operator emitted nothing")
 def emitted_nothing(state: ScenarioState) -> None:
+    """The last call emitted no session."""
     assert_rows(
         "Then the operator emitted nothing", ["output"], [], [(o,) for o in _view(state).emitted], None
     )
@@ -142,6 +151,7 @@ def emitted(state: ScenarioState, datatable: DataTable | None = None) -> None:
 
 @LIBRARY.then(r"restoring the checkpoint into an operator with another id is refused")
 def restore_refused(state: ScenarioState) -> None:
+    """Restoring the checkpoint into an operator with another ``operator_id`` raises ValueError."""
     v = _view(state)
     other = SessionWindowOperator(v.gap, operator_id="another")
     with pytest.raises(ValueError, match="checkpoint of operator"):

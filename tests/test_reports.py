@@ -13,13 +13,13 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-
-import pytest
 
 from harness.clauses import Clause
 from harness.reports import FORMAT, STATUSES, html, junit_xml, markdown, summary_from_cases, write_reports
@@ -488,16 +488,22 @@ def test_empty_summary_renders() -> None:
     assert ET.fromstring(junit_xml({})).get("tests") == "0"
 
 
-def test_committed_summary_renders() -> None:
-    path = ROOT / "reports" / "conformance.json"
-    if not path.is_file():
-        pytest.skip("no committed reports/conformance.json")
-    summary = json.loads(path.read_text(encoding="utf-8"))
-    page = parse_page(html(summary))
+def test_a_real_runs_summary_renders(tmp_path: Path) -> None:
+    """A pytest run of one area on the oracle writes the summary and the three reports beside it."""
+    report = tmp_path / "conformance.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "features/test_late_data.py", "--engine", "reference", "-q",
+         "-p", "no:cacheprovider", "--conformance-report", str(report)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads(report.read_text(encoding="utf-8"))
+    page = parse_page((tmp_path / "conformance.html").read_text(encoding="utf-8"))
     assert not set(page.hrefs) - set(page.ids)
-    assert len(page.cells) == len(summary["rows"])
-    ET.fromstring(junit_xml(summary))
-    assert "## Matrix" in markdown(summary)
+    assert len(page.cells) == len(summary["rows"]) > 0
+    suites = ET.fromstring((tmp_path / "conformance-junit.xml").read_text(encoding="utf-8"))
+    assert int(suites.get("tests") or 0) == len(summary["rows"])
+    assert "## Matrix" in (tmp_path / "conformance.md").read_text(encoding="utf-8")
 
 
 def test_write_reports(tmp_path: Path) -> None:

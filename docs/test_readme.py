@@ -1,0 +1,67 @@
+"""Checks of README.md and the documentation sources (run by ``tox -e docs``).
+
+* Every Python snippet of README.md that needs no Spark runs as written (each in a fresh
+  namespace, from the project folder). Snippets that start Spark (they import ``pyspark`` or
+  ``spark_impl``) are left to the Spark snippet test.
+* Every relative link of README.md and of docs/**/*.md names a file that exists.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SPARK = re.compile(r"\b(pyspark|spark_impl|SparkSession)\b")
+FENCE = re.compile(r"^(```|~~~)[^\n]*\n.*?^\1[ \t]*$", re.S | re.M)
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+INLINE_CODE = re.compile(r"(`+)[^`]*?\1")
+
+
+def python_snippets(text: str) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+def spark_free_snippets() -> list[str]:
+    return [s for s in python_snippets(README.read_text(encoding="utf-8")) if not SPARK.search(s)]
+
+
+def test_the_readme_has_a_spark_free_snippet() -> None:
+    assert spark_free_snippets(), "README.md has no Python snippet that runs without Spark"
+
+
+@pytest.mark.parametrize("snippet", spark_free_snippets(), ids=lambda s: s.strip().splitlines()[0][:40])
+def test_readme_snippet_runs(snippet: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT))
+    exec(compile(snippet, "README.md snippet", "exec"), {"__name__": "__readme__"})
+
+
+def markdown_files() -> list[Path]:
+    docs = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)
+    return [README, *docs]
+
+
+def relative_links(text: str) -> list[str]:
+    """Link targets outside code blocks and code spans, without URLs, mail and in-page anchors."""
+    text = INLINE_CODE.sub("", FENCE.sub("", text))
+    out = []
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("#"):
+            continue
+        out.append(target.split("#", 1)[0])
+    return out
+
+
+@pytest.mark.parametrize("path", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(path: Path) -> None:
+    broken = [t for t in relative_links(path.read_text(encoding="utf-8")) if not (path.parent / t).exists()]
+    assert not broken, f"{path.relative_to(ROOT)}: links to missing files: {broken}"
+
+
+def test_the_link_finder_sees_links() -> None:
+    sample = "a [page](docs/x.md#part) and ![img](a.png) and [web](https://e.org) `[no](code.md)`"
+    assert relative_links(sample) == ["docs/x.md", "a.png"]
