@@ -1,4 +1,7 @@
-"""Checks of README.md and the documentation sources (run by ``tox -e docs``).
+"""Checks of README.md and the documentation site (in every test run, and by ``tox -e docs``).
+
+* The site builds with Sphinx, warnings as errors (the step reference is generated from the
+  step library on the way).
 
 * Every Python snippet of README.md that needs no Spark runs as written (each in a fresh
   namespace, from the project folder). Snippets that start Spark (they import ``pyspark`` or
@@ -27,6 +30,14 @@ def python_snippets(text: str) -> list[str]:
 
 def spark_free_snippets() -> list[str]:
     return [s for s in python_snippets(README.read_text(encoding="utf-8")) if not SPARK.search(s)]
+
+
+def test_the_documentation_site_builds_without_a_warning(tmp_path: Path) -> None:
+    from sphinx.cmd.build import build_main
+
+    code = build_main(["-W", "--keep-going", "-q", "-b", "html", str(ROOT / "docs"), str(tmp_path / "html")])
+    assert code == 0, "sphinx-build -W failed: run `tox -e docs` for the warnings"
+    assert (tmp_path / "html" / "reference" / "steps.html").is_file()
 
 
 def test_the_readme_has_a_spark_free_snippet() -> None:
