@@ -505,27 +505,32 @@ def items_arrive(state: ScenarioState, where: str, datatable: DataTable | None =
 
 @when(rf"the processing clock (?:advances|moves|goes back) to (?P<time>.+?) ms{_SAME}")
 def clock_moves(state: ScenarioState, time: str, same: str | None) -> None:
+    """A ``clock`` item: the processing clock (TR-4) moves to the time, in a new batch or the same one."""
     state.add([Item("clock", time=parse_time(time))], "in the same batch" if same else "in one batch")
 
 
 @when(rf"key {_KEY} is marked idle{_SAME}")
 def key_marked_idle(state: ScenarioState, key: str, same: str | None) -> None:
+    """An ``idle`` item: the key is marked idle now, whatever its last activity (F065-R9)."""
     state.add([Item("idle", key=parse_key(key))], "in the same batch" if same else "in one batch")
 
 
 @when(rf"key {_KEY} is removed{_SAME}")
 def key_removed(state: ScenarioState, key: str, same: str | None) -> None:
+    """A ``remove_key`` item: the key stops being tracked (F065-R17)."""
     state.add([Item("remove_key", key=parse_key(key))], "in the same batch" if same else "in one batch")
 
 
 @when(r"(?:an|(?P<n>\d+)) empty batch(?:es)? pass(?:es)?")
 def empty_batches(state: ScenarioState, n: str | None) -> None:
+    """One or ``n`` batches with no item: each still reports its progress row."""
     for _ in range(int(n) if n else 1):
         state.add([], "in one batch")
 
 
 @when(r"the engine restarts from its checkpoint")
 def engine_restarts(state: ScenarioState) -> None:
+    """The engine stops after the last batch and resumes from its checkpoint (TR-5)."""
     state.restart()
 
 
@@ -559,6 +564,7 @@ def watermarks_arrive(state: ScenarioState, where: str, datatable: DataTable | N
 
 @when(rf"partition {_PART} reports watermark (?P<time>.+?){_SAME}")
 def partition_reports(state: ScenarioState, source: str, partition: str, time: str, same: str | None) -> None:
+    """A ``watermark`` item: partition S/P reports a watermark of its own (F064)."""
     item = Item(
         "watermark", source=parse_time(source), partition=parse_time(partition), time=parse_time(time)
     )
@@ -577,6 +583,7 @@ _PARTITION_ACTIONS = {
 def partition_action(
     state: ScenarioState, source: str, partition: str, action: str, same: str | None
 ) -> None:
+    """An ``idle``, ``active``, ``add_partition`` or ``remove_partition`` item for partition S/P."""
     item = Item(_PARTITION_ACTIONS[action], source=parse_time(source), partition=parse_time(partition))
     _placed(state, item, same)
 
@@ -585,6 +592,7 @@ def partition_action(
 def partition_assigned(
     state: ScenarioState, source: str, partition: str, core: str, same: str | None
 ) -> None:
+    """An ``assign_core`` item: partition S/P moves to core C (F064 rebalancing)."""
     item = Item(
         "assign_core", source=parse_time(source), partition=parse_time(partition), core=parse_time(core)
     )
@@ -763,6 +771,7 @@ def key_watermarks_are(state: ScenarioState, datatable: DataTable | None = None)
 
 @then(rf"key {_KEY} is not tracked")
 def key_not_tracked(state: ScenarioState, key: str) -> None:
+    """The key is absent from the current keys (folded from the ``keys`` change table)."""
     current = view(state).key_states()
     k = parse_key(key)
     if k in current:
@@ -793,6 +802,7 @@ def partition_watermarks_are(state: ScenarioState, datatable: DataTable | None =
 
 @then(rf"partition {_PART} is not tracked")
 def partition_not_tracked(state: ScenarioState, source: str, partition: str) -> None:
+    """Partition S/P is absent from the current partitions (folded from the change table)."""
     _require(state, "partitioned_watermarks", "partition S/P is not tracked")
     p = (parse_time(source), parse_time(partition))
     current = view(state).partition_states()
@@ -897,6 +907,7 @@ def windows_are(state: ScenarioState, datatable: DataTable | None = None) -> Non
 
 @then(r"no windows fire(?: in batch (?P<n>\d+))?")
 def no_windows(state: ScenarioState, n: str | None) -> None:
+    """The ``windows`` table is empty, or has no row of batch N."""
     columns, rows = state.table("windows")
     if n is not None:
         rows = [r for r in rows if r[0] == int(n)]
@@ -912,6 +923,7 @@ def errors_are(state: ScenarioState, datatable: DataTable | None = None) -> None
 
 @then(r"there are no errors")
 def no_errors(state: ScenarioState) -> None:
+    """The ``errors`` table is empty: no item was malformed."""
     columns, rows = state.table("errors")
     if rows:
         assert_rows("Then there are no errors", columns, [], rows, state)
@@ -945,6 +957,7 @@ def table_is(state: ScenarioState, name: str, datatable: DataTable | None = None
 
 @then(r"the (?P<name>[a-z_]+) table is empty")
 def table_is_empty(state: ScenarioState, name: str) -> None:
+    """The named output table of the area has no row."""
     columns, rows = state.table(name)
     if rows:
         assert_rows(f"Then the {name} table is empty", columns, [], rows, state)

@@ -136,6 +136,20 @@ def test_a_clause_the_spec_lacks_stops_collection_naming_the_nearest(pytester: p
     ])  # fmt: skip
 
 
+@pytest.mark.clauses("TR-12")
+def test_a_clause_the_spec_lacks_stops_collection_in_any_folder(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_elsewhere.py").write_text(
+        'import pytest\n\n@pytest.mark.clauses("AB-R12")\ndef test_elsewhere():\n    pass\n'
+    )
+    result = pytester.runpytest("-p", "harness.pytest_plugin", "--engine", "reference")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*tests/test_elsewhere.py:3: AB-R12 (test test_elsewhere) is not a clause of spec/; nearest: AB-R1"]
+    )
+
+
 PROPERTY = """
 import pytest
 from hypothesis import given, settings, strategies as st
