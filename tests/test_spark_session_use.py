@@ -72,9 +72,10 @@ print(json.dumps({
 @pytest.mark.clauses("F065-R3", "F065-R22")
 def test_spark_readme_pipeline_runs_on_a_plain_session_plus_the_documented_step(tmp_path: Path) -> None:
     script = DRIVER.replace("SNIPPET", readme_snippet())
-    env = {**os.environ, "PYSPARK_PYTHON": "", "SPARK_REMOTE": ""}
-    env.pop("PYSPARK_PYTHON")  # a user's shell: the workers' interpreter is whatever Spark picks
-    env.pop("SPARK_REMOTE")
+    # A user's shell: classic Spark (no Connect variables, which pyspark also sets for itself once a
+    # Connect session exists, as under `tox -e connect`), and the workers' interpreter left to Spark.
+    spark_set = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "PYSPARK_PYTHON")
+    env = {k: v for k, v in os.environ.items() if k not in spark_set}
     done = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=600,
