@@ -28,10 +28,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness import expectations
+from harness import expectations, output_clauses
 from harness.clauses import clause_sort_key
 from harness.engine import Engine, run_canonical
-from harness.output_clauses import differing_clauses
 from harness.outputs import TABLES, Output, diff, format_table
 from harness.reference_engine import ReferenceEngine
 from harness.traces import ITEM_FIELD_TYPES, Item, Trace
@@ -453,7 +452,7 @@ def check_against_reference(
     report.seconds = time.monotonic() - t0
     if not report.failing:
         return report
-    found = {n: trace_differences(traces[n].area, expected[n], actual[n]) for n in report.failing}
+    found = {n: output_clauses.differences(traces[n].area, expected[n], actual[n]) for n in report.failing}
     differences = (
         None if any(d is None for d in found.values()) else [s for d in found.values() for s in d or []]
     )
@@ -492,27 +491,6 @@ class ExcusedDifference(AssertionError):
         super().__init__(message)
         self.differences = differences
         self.excused_by = excused_by
-
-
-def trace_differences(area: str, expected: Result, actual: Result) -> list[set[str]] | None:
-    """Per difference (a differing table, or a refusal on one side) the clauses it is attributed
-    to (harness/output_clauses.py); [] when the answers agree, None when it cannot be placed."""
-    from harness.output_clauses import SHOWN, table_clauses
-
-    if area not in SHOWN:
-        return None
-    if isinstance(expected, Exception) or isinstance(actual, Exception):
-        both = differing_clauses(area, expected, actual)
-        return None if both is None else ([both] if both else [])
-    out = []
-    for table in TABLES[area]:
-        e, a = expected.get(table, []), actual.get(table, [])
-        if e != a:
-            found = table_clauses(area, table, e, a)
-            if not found:
-                return None  # a difference no declaration places
-            out.append(found)
-    return out
 
 
 def failure_message(

@@ -12,10 +12,11 @@ Every area declares, beside the table layouts of ``harness/outputs.py``:
   column, the clauses that decide its value (a paired row whose value differs
   there is attributed to these).
 
-``differing_clauses`` applies the declarations to two answers. The conformance
-summary charges a failing test to these clauses only (those of them the test
-names), not to every clause of its area, and an expectation file's ``clause``
-entry excuses a failure only when every difference is attributed to it.
+``differences`` applies the declarations to two answers, one clause set per
+difference. The conformance summary charges a failing test to these clauses
+only (those of them the test names), not to every clause of its area, and an
+expectation file's ``clause`` entries excuse a failure only when each of its
+differences is attributed to a clause with an entry (harness/expectations.py).
 """
 
 from __future__ import annotations
@@ -382,11 +383,19 @@ def _order(row: Row) -> tuple[Any, ...]:
     return tuple((v is not None, v) for v in row)
 
 
-def differing_clauses(area: str, expected: Output | Exception, actual: Output | Exception) -> set[str] | None:
-    """The clauses a difference between two answers of one trace is attributed to: empty
-    when they agree; None when it cannot be attributed (an answer is a crash, not a refusal)."""
+def refusal_differences(area: str) -> list[set[str]] | None:
+    """One answer refused the trace and the other did not, or with another error type."""
+    return [set(SHOWN[area].refusal)] if area in SHOWN else None
+
+
+def differences(area: str, expected: Output | Exception, actual: Output | Exception) -> list[set[str]] | None:
+    """Per difference between two answers of one trace (a differing table, or a refusal on one
+    side), the clauses it is attributed to: [] when they agree; None when it cannot be placed
+    (an answer is a crash, not a refusal, or no declaration places a table's difference)."""
     from harness.traces import InvalidConfig
 
+    if area not in SHOWN:
+        return None
     e_err, a_err = isinstance(expected, Exception), isinstance(actual, Exception)
     if e_err or a_err:
         if (e_err and not isinstance(expected, InvalidConfig)) or (
@@ -394,10 +403,21 @@ def differing_clauses(area: str, expected: Output | Exception, actual: Output | 
         ):
             return None
         if e_err and a_err and type(expected).__name__ == type(actual).__name__:
-            return set()
-        return set(SHOWN[area].refusal)
+            return []
+        return refusal_differences(area)
     assert not isinstance(expected, Exception) and not isinstance(actual, Exception)
-    out: set[str] = set()
+    out = []
     for table in TABLES[area]:
-        out |= table_clauses(area, table, expected.get(table, []), actual.get(table, []))
+        e, a = expected.get(table, []), actual.get(table, [])
+        if e != a:
+            found = table_clauses(area, table, e, a)
+            if not found:
+                return None
+            out.append(found)
     return out
+
+
+def differing_clauses(area: str, expected: Output | Exception, actual: Output | Exception) -> set[str] | None:
+    """Every clause the differences of two answers are attributed to (``differences``, joined)."""
+    found = differences(area, expected, actual)
+    return None if found is None else set().union(*found)

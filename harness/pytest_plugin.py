@@ -758,7 +758,8 @@ def _attribute_failure(item: pytest.Item, call: pytest.CallInfo[None], report: A
 def _scenario_differences(item: pytest.Item) -> list[set[str]] | None:
     """A failing scenario's differences: its traces' answers from this engine against the
     oracle's, placed by harness/output_clauses.py; None when that cannot be said."""
-    from harness.differential import run_safely, trace_differences
+    from harness import output_clauses
+    from harness.differential import run_safely
     from harness.reference_engine import ReferenceEngine
     from harness.steps import traces_of_scenario
 
@@ -777,7 +778,7 @@ def _scenario_differences(item: pytest.Item) -> list[set[str]] | None:
         if actual is None:
             return None
         expected = run_safely(ReferenceEngine(), [t])[0]
-        d = trace_differences(t.area, expected, actual)
+        d = output_clauses.differences(t.area, expected, actual)
         if d is None:
             return None
         found += d

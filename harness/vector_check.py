@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.expectations import Expectations, Ran, excuses
 from harness.expectations import entry_statuses as expectation_statuses
+from harness.output_clauses import differences, refusal_differences
 from harness.outputs import TABLES, Output
 from harness.steps import side_by_side
 from harness.vectors import CaseResult, ExpectedError, Vector
@@ -110,7 +111,7 @@ def check_case(vector: Vector, result: CaseResult | None) -> CaseOutcome:
             vector,
             "fail",
             f"expected {_describe(expected)}, the engine answered {_describe(actual)}{message}",
-            differences=_refusal_differences(vector.area),
+            differences=refusal_differences(vector.area),
         )
     diffs = table_differences(vector.area, expected, actual)
     if not diffs:
@@ -121,20 +122,8 @@ def check_case(vector: Vector, result: CaseResult | None) -> CaseOutcome:
         "fail",
         f"tables {names} differ",
         "\n\n".join(text for _, text in diffs),
-        _table_differences(vector.area, expected, actual),
+        differences(vector.area, expected, actual),
     )
-
-
-def _refusal_differences(area: str) -> list[set[str]] | None:
-    from harness.output_clauses import SHOWN
-
-    return [set(SHOWN[area].refusal)] if area in SHOWN else None
-
-
-def _table_differences(area: str, expected: Output, actual: Output) -> list[set[str]] | None:
-    from harness.differential import trace_differences
-
-    return trace_differences(area, expected, actual)
 
 
 def apply_expectations(outcomes: Sequence[CaseOutcome], exp: Expectations) -> list[CaseOutcome]:
