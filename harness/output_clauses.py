@@ -343,6 +343,53 @@ SHOWN: dict[str, AreaClauses] = {
             ),
         },
     ),
+    "sla_admission": AreaClauses(
+        refusal=("OXS-R1", "OXS-R2", "OXS-R3", "OXS-R14"),
+        tables={
+            "decisions": TableClauses(
+                key=("batch", "seq"),
+                rows=("OXS-R15", "OXS-R17"),  # one row per well-formed event
+                columns={
+                    "stream": ("OXS-R15",),
+                    "event_time": ("OXS-R15",),
+                    "now": ("OXS-R16",),
+                    # which check fails first, and what the policy makes of the shedder's answer
+                    "decision": (
+                        "OXS-R5", "OXS-R6", "OXS-R7", "OXS-R8", "OXS-R9", "OXS-R10", "OXS-R11", "OXS-R12",
+                        "OXS-R13",
+                    ),
+                    "reason": ("OXS-R5", "OXS-R6", "OXS-R7", "OXS-R8", "OXS-R9"),
+                    "tokens_left": ("OXS-R1", "OXS-R3", "OXS-R4", "OXS-R8", "OXS-R13"),
+                    "lag": ("OXS-R6", "OXS-R9"),
+                },
+            ),
+            "streams": TableClauses(
+                key=("batch", "stream"),
+                rows=("OXS-R17",),
+                columns={
+                    "admitted": ("OXS-R5", "OXS-R9"),
+                    "rejected_lag": ("OXS-R6", "OXS-R9"),
+                    "rejected_jitter": ("OXS-R7", "OXS-R9"),
+                    "rejected_rate": ("OXS-R8", "OXS-R9"),
+                    "shed": ("OXS-R11", "OXS-R12", "OXS-R13"),
+                    "throttled": ("OXS-R11", "OXS-R12", "OXS-R13"),
+                    "tokens": ("OXS-R3", "OXS-R4", "OXS-R8"),
+                },
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("OXS-R17",),
+                columns={
+                    "admitted": ("OXS-R5", "OXS-R17"),
+                    "rejected": ("OXS-R5", "OXS-R9", "OXS-R17"),
+                    "shed": ("OXS-R13", "OXS-R17"),
+                    "throttled": ("OXS-R13", "OXS-R17"),
+                    "load_score": ("OXS-R10", "OXS-R17"),
+                },
+            ),
+            "errors": TableClauses(key=("batch", "seq"), rows=("OXS-R15",), columns={"reason": ("OXS-R15",)}),
+        },
+    ),
 }  # fmt: skip
 
 

@@ -85,6 +85,17 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "errors": ("batch", "seq", "reason"),
     },
+    "sla_admission": {
+        "decisions": (
+            "batch", "seq", "stream", "event_time", "now", "decision", "reason", "tokens_left", "lag",
+        ),
+        "streams": (
+            "batch", "stream", "admitted", "rejected_lag", "rejected_jitter", "rejected_rate", "shed",
+            "throttled", "tokens",
+        ),
+        "progress": ("batch", "admitted", "rejected", "shed", "throttled", "load_score"),
+        "errors": ("batch", "seq", "reason"),
+    },  # fmt: skip
 }
 
 Row = tuple[Any, ...]

@@ -30,6 +30,8 @@ ITEM_KINDS = (
     "add_partition",
     "remove_partition",
     "assign_core",
+    # SLA admission (OXS-R15)
+    "load",
 )
 
 
@@ -99,6 +101,10 @@ class Item:
     # messages of a tuple that holds several, as [stream name, cell] pairs.
     raw: str | int | float | None = None
     messages: tuple[tuple[str, str | int | float | None], ...] | None = None
+    # SLA admission (OXS-R15): an event's priority (0 low .. 3 critical) and a load item's
+    # metrics as [name, integer] pairs (given as a mapping or pairs, kept as sorted pairs).
+    priority: int | None = None
+    metrics: tuple[tuple[str, int], ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ITEM_KINDS:
@@ -111,8 +117,21 @@ class Item:
         is_int = isinstance(self.value, int) and not isinstance(self.value, bool)
         if not is_int or not -(2**31) <= self.value < 2**31:
             raise InvalidTrace(f"value must be a 32-bit integer, got {self.value!r}")
-        for name in ("partition", "source", "count", "core"):
+        for name in ("partition", "source", "count", "core", "priority"):
             _check_i64(name, getattr(self, name))
+        if self.metrics is not None:
+            given = self.metrics.items() if isinstance(self.metrics, Mapping) else self.metrics
+            try:
+                metrics = tuple(sorted((name, value) for name, value in given))
+            except (TypeError, ValueError):
+                raise InvalidTrace(f"metrics must map names to integers, got {self.metrics!r}") from None
+            if len({name for name, _ in metrics}) != len(metrics):
+                raise InvalidTrace(f"a metric is named twice in {self.metrics!r}")
+            for name, value in metrics:
+                if not isinstance(name, str):
+                    raise InvalidTrace(f"a metric name is a string, got {name!r}")
+                _check_i64(f"metric {name}", value)
+            object.__setattr__(self, "metrics", metrics)
         # VELO-R10/R11: cells are JSON scalars (a bool or NaN is no JSON number here); the
         # messages are [stream, cell] pairs, kept as tuples; raw and messages exclude each other.
         cells = [self.raw]
@@ -135,7 +154,7 @@ class Item:
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name != "kind" and v is not None and not (f.name == "value" and v == 0):
-                out[f.name] = v
+                out[f.name] = dict(v) if f.name == "metrics" else v
         return out
 
     def describe(self) -> str:
@@ -144,9 +163,14 @@ class Item:
             cell = json.dumps(self.raw if self.messages is None else self.messages)
             return f"event {self.key} raw={cell}" + (f" v={self.value}" if self.value else "")
         if self.kind == "event" and self.key is not None:
-            return f"event {self.key}@{self.event_time}" + (f" v={self.value}" if self.value else "")
+            extra = (f" v={self.value}" if self.value else "") + (
+                f" p={self.priority}" if self.priority is not None else ""
+            )
+            return f"event {self.key}@{self.event_time}{extra}"
         if self.kind == "clock":
             return f"clock->{self.time}"
+        if self.kind == "load":
+            return "load " + (",".join(f"{n}={v}" for n, v in self.metrics) if self.metrics else "(none)")
         if self.source is not None or self.partition is not None:
             extra = "".join(
                 f" {n}={getattr(self, n)}"

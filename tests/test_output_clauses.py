@@ -79,6 +79,8 @@ def _changed(value: Any, others: list[Any]) -> Any:
         return not sample if value is not None else sample
     if isinstance(sample, int):
         return 1 if value is None else value + 1
+    if isinstance(sample, float):  # token levels (sla_admission)
+        return 0.5 if value is None else value + 0.5
     if isinstance(sample, str):
         return "x" if value is None else value + "_changed"
     raise AssertionError(f"unexpected value {value!r}")
