@@ -44,6 +44,17 @@ from reference.session_windows import (
     SumAggregator,
     TimerService,
 )
+from reference.sla_admission import (
+    LoadSheddingManager,
+    SlaBackpressureCoordinator,
+    SlaBackpressurePolicy,
+    SlaClass,
+    SlaExceeded,
+    StreamAdmissionController,
+    StreamAdmissionDecision,
+    StreamSlaConfig,
+    UnregisteredStream,
+)
 from reference.watermark_propagation import (
     GraphCycle,
     NotASource,
@@ -89,6 +100,15 @@ __all__ = [
     "SessionWindowOperator",
     "SumAggregator",
     "TimerService",
+    "LoadSheddingManager",
+    "SlaBackpressureCoordinator",
+    "SlaBackpressurePolicy",
+    "SlaClass",
+    "SlaExceeded",
+    "StreamAdmissionController",
+    "StreamAdmissionDecision",
+    "StreamSlaConfig",
+    "UnregisteredStream",
     "GraphCycle",
     "NotASource",
     "UnknownOperator",
