@@ -33,6 +33,7 @@ AREAS = (
     "eventtime_buffer",
     "watermark_propagation",
     "late_data",
+    "sla_admission",
 )
 AREA_TITLES = {
     "keyed_watermarks": "Keyed watermarks",
@@ -41,6 +42,7 @@ AREA_TITLES = {
     "eventtime_buffer": "Event-time reorder buffer",
     "watermark_propagation": "Watermark propagation",
     "late_data": "Late data",
+    "sla_admission": "SLA admission",
 }
 SHARED = "harness.steps"
 MAX_CHOICES = 4  # more choices than this read better as <name>, listed under the entry
