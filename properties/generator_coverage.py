@@ -57,6 +57,7 @@ AREAS = (
     "session_windows",
     "watermark_propagation",
     "late_data",
+    "sla_admission",
 )
 
 
