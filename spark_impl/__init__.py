@@ -15,6 +15,10 @@ Modules (one per spec area, named like the area's spec/<area>.md and reference/<
 - ``watermark_propagation``: oxirs generation, alignment and propagation
   ``watermark_propagation(df, ...)`` and ``native_watermark_report`` (two sources).
 - ``late_data``: oxirs late-data routing ``late_data(df, ...)``.
+- ``sla_admission``: oxirs SLA admission with load shedding ``sla_admission(df, ...)``.
+- ``load_signal``: a real load score for ``sla_admission``'s ``load_col``:
+  ``ProgressLoadSignal`` (a listener publishing the score of each progress of a
+  query) and ``with_load_score(df, signal)``.
 - ``scaleout``: the shared two-stage shape (a wide stage per key bucket, a narrow
   stage per stream reading summaries) of operators that grow with the cluster
   (docs/architecture.md).
@@ -35,10 +39,12 @@ __all__ = [
     "eventtime_buffer",
     "keyed_watermarks",
     "late_data",
+    "load_signal",
     "partitioned_watermarks",
     "scaleout",
     "session",
     "session_windows",
+    "sla_admission",
     "trace_source",
     "watermark_propagation",
 ]
