@@ -702,7 +702,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     res = results.get(item.nodeid)
     if res is None:
         res = results[item.nodeid] = TestResult(
-            item.nodeid, item_name(item), _engine_of(item) or ORACLE_ENGINE, _kind(item), item_clauses(item)
+            item.nodeid,
+            item_name(item),
+            # a test of the Spark implementation itself counts for spark, not for the oracle
+            _engine_of(item) or ("spark" if _is_spark_only(item) else ORACLE_ENGINE),
+            _kind(item),
+            item_clauses(item),
         )
     if report.failed and report.when == "call" and "XPASS(strict)" not in str(report.longrepr):
         _attribute_failure(item, call, report, res)
