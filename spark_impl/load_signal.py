@@ -74,9 +74,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
+from spark_impl.sla_admission import METRIC_NAMES, Shedder, metric_problem
+from spark_impl.sla_admission import load_score as sla_load_score
+
 SOURCE_NAME = "load_signal"
 RECORD_FILE = "load_score.json"
-METRICS = ("cpu", "memory", "queue_depth", "latency")  # OXS-R10
 NO_BATCH = -1  # the batch id of the record published before any progress
 
 
@@ -159,18 +161,11 @@ def load_score(metrics: Mapping[str, int], queue_capacity: int, latency_target_m
     _positive_int("queue_capacity", queue_capacity)
     _positive_int("latency_target_ms", latency_target_ms)
     for name, value in metrics.items():
-        if name not in METRICS:
-            raise ValueError(f"unknown load metric {name!r} (known: {', '.join(METRICS)})")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"load metric {name} must be an integer >= 0, got {value!r}")
-        if name in ("cpu", "memory") and value > 100:
-            raise ValueError(f"load metric {name} is a percentage (0..100), got {value}")
-    return max(
-        10 * metrics.get("cpu", 0),
-        10 * metrics.get("memory", 0),
-        min(1000, 1000 * metrics.get("queue_depth", 0) // queue_capacity),
-        min(1000, 1000 * metrics.get("latency", 0) // latency_target_ms),
-    )
+        problem = metric_problem(name, value)
+        if problem is not None:
+            raise ValueError(problem)
+    shedder = Shedder(queue_capacity=queue_capacity, latency_target_ms=latency_target_ms)
+    return sla_load_score(metrics, shedder)
 
 
 # ---- the published record ---------------------------------------------------------------------
@@ -280,7 +275,7 @@ class ProgressLoadSignal(StreamingQueryListener):
         self._session: Any = None
         os.makedirs(self.directory, exist_ok=True)
         if not os.path.exists(self.path):
-            idle = dict.fromkeys(METRICS, 0)
+            idle = dict.fromkeys(METRIC_NAMES, 0)
             self._publish(
                 {
                     "score": load_score(idle, queue_capacity, latency_target_ms),

@@ -345,12 +345,24 @@ def validate_config(config: Mapping[str, Any]) -> SlaConfig:
 
 
 def load_score(metrics: Mapping[str, int], shedder: Shedder) -> int:
-    """OXS-R10: the most saturated resource in thousandths (Python ints: a depth may be huge)."""
+    """OXS-R10: the most saturated resource in thousandths (Python ints: a depth may be huge);
+    a metric left out is 0."""
     return max(
-        10 * metrics["cpu"], 10 * metrics["memory"],
-        min(1000, 1000 * metrics["queue_depth"] // shedder.queue_capacity),
-        min(1000, 1000 * metrics["latency"] // shedder.latency_target_ms),
+        10 * metrics.get("cpu", 0), 10 * metrics.get("memory", 0),
+        min(1000, 1000 * metrics.get("queue_depth", 0) // shedder.queue_capacity),
+        min(1000, 1000 * metrics.get("latency", 0) // shedder.latency_target_ms),
     )  # fmt: skip
+
+
+def metric_problem(name: Any, value: Any) -> str | None:
+    """OXS-R15: why one metric of a load report is refused, or None when it is acceptable."""
+    if name not in METRIC_NAMES:
+        return f"unknown load metric {name!r} (known: {', '.join(METRIC_NAMES)})"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return f"load metric {name} must be an integer >= 0, got {value!r}"
+    if name in ("cpu", "memory") and value > 100:
+        return f"load metric {name} is a percentage (0..100), got {value}"
+    return None
 
 
 def metrics_report(text: Any) -> dict[str, int] | None:
@@ -370,9 +382,7 @@ def metrics_report(text: Any) -> dict[str, int] | None:
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             return None
         name, value = pair
-        if name not in METRIC_NAMES or isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return None
-        if name in ("cpu", "memory") and value > 100:
+        if metric_problem(name, value) is not None:
             return None
         report[name] = value
     return report
