@@ -46,7 +46,7 @@ class AreaClauses:
 
 SHOWN: dict[str, AreaClauses] = {
     "keyed_watermarks": AreaClauses(
-        refusal=("F065-R20",),
+        refusal=("F065-R20", "F065-R26"),
         tables={
             "events": TableClauses(
                 key=("batch", "seq"),
@@ -58,9 +58,9 @@ SHOWN: dict[str, AreaClauses] = {
                     # eviction (which key: R13/R14) or removal, none for a rejected event
                     "key_watermark": (
                         "F065-R1", "F065-R2", "F065-R3", "F065-R4", "F065-R12", "F065-R13", "F065-R14",
-                        "F065-R15", "F065-R17",
+                        "F065-R15", "F065-R17", "F065-R27", "F065-R28", "F065-R29", "F065-R30", "F065-R31",
                     ),
-                    "verdict": ("F065-R3", "F065-R4", "F065-R15"),
+                    "verdict": ("F065-R3", "F065-R4", "F065-R15", "F065-R30", "F065-R32"),
                 },
             ),
             "progress": TableClauses(
@@ -69,12 +69,16 @@ SHOWN: dict[str, AreaClauses] = {
                 columns={
                     "global_watermark": ("F065-R5", "F065-R6", "F065-R7"),
                     # R25: idle keys stay tracked; R15: a rejected key is not added
-                    "total_keys": ("F065-R1", "F065-R12", "F065-R15", "F065-R17", "F065-R19", "F065-R25"),
+                    "total_keys": (
+                        "F065-R1", "F065-R12", "F065-R15", "F065-R17", "F065-R19", "F065-R25", "F065-R30",
+                        "F065-R31",
+                    ),
                     "active_keys": ("F065-R9", "F065-R10", "F065-R11", "F065-R19"),
                     "idle_keys": ("F065-R9", "F065-R10", "F065-R11", "F065-R19"),
-                    "evicted_keys": ("F065-R12", "F065-R15", "F065-R19"),
+                    "evicted_keys": ("F065-R12", "F065-R15", "F065-R19", "F065-R30", "F065-R35"),
                     "global_advances": ("F065-R8", "F065-R16", "F065-R19"),
-                    "key_advances": ("F065-R2", "F065-R15", "F065-R19"),
+                    "key_advances": ("F065-R2", "F065-R15", "F065-R19", "F065-R30"),
+                    "estimated_keys": ("F065-R34", "F065-R35"),
                 },
             ),
             "keys": TableClauses(
@@ -88,7 +92,7 @@ SHOWN: dict[str, AreaClauses] = {
                     "watermark": ("F065-R2", "F065-R4", "F065-R12", "F065-R17"),  # null once removed
                     "state": (
                         "F065-R9", "F065-R10", "F065-R11", "F065-R12", "F065-R13", "F065-R14", "F065-R17",
-                        "F065-R25",
+                        "F065-R25", "F065-R30", "F065-R35",
                     ),
                 },
             ),

@@ -24,6 +24,7 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
             "evicted_keys",
             "global_advances",
             "key_advances",
+            "estimated_keys",
         ),
         "keys": ("batch", "key", "watermark", "state"),
         "windows": ("batch", "key", "window_start", "window_end", "count", "sum"),

@@ -89,7 +89,7 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
         if verdict == "rejected":
             reached.add("new_key_rejected")
     previous_global = None
-    for _, global_wm, total, active, _, evicted, _, _ in output["progress"]:
+    for _, global_wm, total, active, _, evicted, _, _, _ in output["progress"]:
         if total and not active:
             reached.add("all_keys_idle")
         if evicted:

@@ -11,6 +11,8 @@ from reference.eventtime_buffer import (
     plan_watermark_stage,
 )
 from reference.keyed_watermarks import (
+    CompactKeyedWatermarkConfig,
+    CompactKeyedWatermarkTracker,
     KeyedTumblingWindowOperator,
     KeyedWatermarkConfig,
     KeyedWatermarkMetrics,
@@ -89,6 +91,8 @@ __all__ = [
     "collect_watermarks",
     "KeyEvictionPolicy",
     "KeyWatermarkState",
+    "CompactKeyedWatermarkConfig",
+    "CompactKeyedWatermarkTracker",
     "KeyedTumblingWindowOperator",
     "KeyedWatermarkConfig",
     "KeyedWatermarkMetrics",
