@@ -105,8 +105,48 @@ class BatchResult:
     advanced: int | None
 
 
-class KeyedWatermarkTracker:
+class _TrackerCalls:
+    """What both trackers share: an exact key's event, the arrival counter, counting advances."""
+
+    config: KeyedWatermarkConfig | CompactKeyedWatermarkConfig
+    clock: Clock
+    _activity_counter: int
+    _global_advances: int
+    _key_advances: int
+
+    def global_watermark(self) -> int | None:
+        raise NotImplementedError
+
+    def _apply_to_tracked(self, state: KeyWatermarkState, key: Hashable, event_time: int) -> EventOutcome:
+        before = state.watermark
+        verdict = "late" if event_time < before else "on_time"  # F065-R3
+        state.last_activity = self.clock()  # F065-R11: any event is activity
+        state.activity_order = self._next_activity()
+        state.is_idle = False  # F065-R11: reactivates an idle key
+        if event_time > state.max_event_time:  # F065-R2: older events change no time
+            state.max_event_time = event_time
+            wm = saturating_sub(event_time, self.config.bounded_delay)
+            if wm > state.watermark:
+                state.watermark = wm
+                self._key_advances += 1
+        return EventOutcome(key, event_time, before, verdict)
+
+    def _next_activity(self) -> int:
+        self._activity_counter += 1
+        return self._activity_counter
+
+    def _count_advance(self, before: int | None) -> int | None:
+        after = self.global_watermark()
+        if after is not None and (before is None or after > before):  # F065-R8
+            self._global_advances += 1
+            return after
+        return None
+
+
+class KeyedWatermarkTracker(_TrackerCalls):
     """Per-key watermarks with a global watermark over the active keys."""
+
+    config: KeyedWatermarkConfig
 
     def __init__(self, config: KeyedWatermarkConfig | None = None, clock: Clock | None = None) -> None:
         self.config = config if config is not None else KeyedWatermarkConfig()
@@ -185,22 +225,7 @@ class KeyedWatermarkTracker:
                 event_time, wm, self.clock(), False, self._next_activity()
             )
             return EventOutcome(key, event_time, None, "on_time")  # F065-R3: no watermark yet
-        before = state.watermark
-        verdict = "late" if event_time < before else "on_time"  # F065-R3
-        state.last_activity = self.clock()  # F065-R11: any event is activity
-        state.activity_order = self._next_activity()
-        state.is_idle = False  # F065-R11: reactivates an idle key
-        if event_time > state.max_event_time:  # F065-R2: older events change no time
-            state.max_event_time = event_time
-            wm = saturating_sub(event_time, self.config.bounded_delay)
-            if wm > state.watermark:
-                state.watermark = wm
-                self._key_advances += 1
-        return EventOutcome(key, event_time, before, verdict)
-
-    def _next_activity(self) -> int:
-        self._activity_counter += 1
-        return self._activity_counter
+        return self._apply_to_tracked(state, key, event_time)
 
     def _evict_one(self) -> None:
         def recency(item: tuple[Hashable, KeyWatermarkState]) -> tuple[int, int]:
@@ -212,13 +237,6 @@ class KeyedWatermarkTracker:
             victim = min(self.key_states.items(), key=recency)  # F065-R13
         del self.key_states[victim[0]]
         self._evicted += 1
-
-    def _count_advance(self, before: int | None) -> int | None:
-        after = self.global_watermark()
-        if after is not None and (before is None or after > before):  # F065-R8
-            self._global_advances += 1
-            return after
-        return None
 
     def mark_idle(self, key: Hashable) -> int | None:
         before = self.global_watermark()
@@ -368,8 +386,10 @@ class CompactShard:
         return raw
 
 
-class CompactKeyedWatermarkTracker:
+class CompactKeyedWatermarkTracker(_TrackerCalls):
     """F065-R26..R37: exact state for the recently active keys of each shard, a max sketch for the rest."""
+
+    config: CompactKeyedWatermarkConfig
 
     def __init__(self, config: CompactKeyedWatermarkConfig, clock: Clock | None = None) -> None:
         self.config = config
@@ -451,19 +471,8 @@ class CompactKeyedWatermarkTracker:
         shard.observe(words[1])  # F065-R34
         delay = self.config.bounded_delay
         state = shard.exact.get(key)
-        if state is not None:  # F065-R30 step 2: exactly the keyed tracker
-            before = state.watermark
-            verdict = "late" if event_time < before else "on_time"
-            state.last_activity = self.clock()
-            state.activity_order = self._next_activity()
-            state.is_idle = False
-            if event_time > state.max_event_time:
-                state.max_event_time = event_time
-                wm = saturating_sub(event_time, delay)
-                if wm > state.watermark:
-                    state.watermark = wm
-                    self._key_advances += 1
-            return EventOutcome(key, event_time, before, verdict)
+        if state is not None:
+            return self._apply_to_tracked(state, key, event_time)  # F065-R30 step 2: as the keyed tracker
         estimate = shard.estimate(cells)  # F065-R30 step 3: judged by the estimate
         judged = None if estimate is None else saturating_sub(estimate, delay)
         verdict = "late" if judged is not None and event_time < judged else "on_time"
@@ -496,17 +505,6 @@ class CompactKeyedWatermarkTracker:
     def _depart(self, key: Hashable, how: str) -> None:
         if self.record_departures:
             self.departures[key] = how
-
-    def _next_activity(self) -> int:
-        self._activity_counter += 1
-        return self._activity_counter
-
-    def _count_advance(self, before: int | None) -> int | None:
-        after = self.global_watermark()
-        if after is not None and (before is None or after > before):  # F065-R8
-            self._global_advances += 1
-            return after
-        return None
 
     def mark_idle(self, key: Hashable) -> int | None:
         before = self.global_watermark()
