@@ -58,9 +58,9 @@ SHOWN: dict[str, AreaClauses] = {
                     # eviction (which key: R13/R14) or removal, none for a rejected event
                     "key_watermark": (
                         "F065-R1", "F065-R2", "F065-R3", "F065-R4", "F065-R12", "F065-R13", "F065-R14",
-                        "F065-R15", "F065-R17", "F065-R27", "F065-R28", "F065-R29", "F065-R30", "F065-R31",
+                        "F065-R15", "F065-R17", "F065-R29", "F065-R30", "F065-R31",
                     ),
-                    "verdict": ("F065-R3", "F065-R4", "F065-R15", "F065-R30", "F065-R32"),
+                    "verdict": ("F065-R3", "F065-R4", "F065-R15", "F065-R30"),
                 },
             ),
             "progress": TableClauses(
@@ -75,7 +75,7 @@ SHOWN: dict[str, AreaClauses] = {
                     ),
                     "active_keys": ("F065-R9", "F065-R10", "F065-R11", "F065-R19"),
                     "idle_keys": ("F065-R9", "F065-R10", "F065-R11", "F065-R19"),
-                    "evicted_keys": ("F065-R12", "F065-R15", "F065-R19", "F065-R30", "F065-R35"),
+                    "evicted_keys": ("F065-R12", "F065-R15", "F065-R19", "F065-R30"),
                     "global_advances": ("F065-R8", "F065-R16", "F065-R19"),
                     "key_advances": ("F065-R2", "F065-R15", "F065-R19", "F065-R30"),
                     "estimated_keys": ("F065-R34", "F065-R35"),

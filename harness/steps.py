@@ -708,7 +708,7 @@ class OutputView:
         current: dict[str, tuple[int | None, str]] = {}
         for row in sorted(rows, key=lambda r: r[0]):  # by batch; one row per key per batch
             r = dict(zip(columns, row, strict=True))
-            if r["state"] == "removed":
+            if r["state"] in ("removed", "sketched"):  # F065-R35: a sketched key has no exact state
                 current.pop(r["key"], None)
             else:
                 current[r["key"]] = (r["watermark"], r["state"])

@@ -625,11 +625,12 @@ def config_from_trace(
         if "exact_key_count" not in config:
             raise InvalidConfig(f"{sorted(compact)} need exact_key_count (the compact tracker, F065-R26)")
         clash = sorted(k for k in ("max_keys", "window_size") if config.get(k) is not None)
+        clash += ["eviction_policy"] if "eviction_policy" in config else []
         if clash:
             raise InvalidConfig(
-                f"the compact tracker (exact_key_count) bounds its own memory and keeps no windows; "
-                f"drop {clash}"
-            )
+                "the compact tracker (exact_key_count) bounds its own memory, picks its exact keys by its "
+                f"own rule and keeps no windows; drop {clash}"
+            )  # F065-R26
         return CompactKeyedWatermarkConfig(
             **{k: v for k, v in config.items() if k not in ("max_keys", "window_size", "eviction_policy")}
         ), None
