@@ -1094,3 +1094,548 @@ Feature: Keyed watermarks
       And the metrics are:
         | metric          | value |
         | global_advances | 2     |
+
+  Rule: The compact tracker
+    A stream whose configuration names exact_key_count holds at most that many keys
+    exactly (per shard: exact_key_count // shards) and answers for every other key from
+    a max sketch, whose cells keep the highest event time of the keys hashed to them.
+    Hashes cannot be worked by hand: each scenario states the hash facts its expected
+    tables rely on as Given steps, and those steps check them. A sketch_error_rate of
+    0.99 gives a sketch 3 wide (ceil(e / 0.99)), so small scenarios collide on purpose.
+    The frequency counts of these scenarios stay below the aging period of
+    10 * (exact_key_count // shards) events unless the scenario says otherwise.
+
+    @F065-R26 @F065-R30 @F065-R32 @F065-R34 @F065-R35
+    Scenario: While there is room every key enters the exact set and is judged as by the keyed tracker
+      Given keyed watermarks configured with:
+        | setting           | value |
+        | bounded_delay     | 1000  |
+        | exact_key_count   | 2     |
+        | sketch_error_rate | 0.99  |
+        | sketch_depth      | 1     |
+      And the keys "a" and "b" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 10000      |
+        | b   | 20000      |
+        | a   | 8000       |
+      Then the verdicts are:
+        | key | event_time | key_watermark | verdict |
+        | a   | 10000      | -             | on time |
+        | b   | 20000      | -             | on time |
+        | a   | 8000       | 9000          | late    |
+      And the key changes are:
+        | batch | key | watermark | state  |
+        | 0     | a   | 9000      | active |
+        | 0     | b   | 19000     | active |
+      And the progress is:
+        | batch | global_watermark | total_keys | active_keys | idle_keys | evicted_keys | global_advances | key_advances | estimated_keys |
+        | 0     | 9000             | 2          | 2           | 0         | 0            | 1               | 2            | 2              |
+
+    @F065-R35 @F065-R22
+    Scenario: A stream without exact_key_count reports no key estimate
+      Given keyed watermarks with a bounded delay of 1000 ms
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 10000      |
+        | b   | 20000      |
+      Then the progress is:
+        | batch | total_keys | estimated_keys |
+        | 0     | 2          | -              |
+
+    @F065-R28 @F065-R29 @F065-R30 @F065-R35 @F065-R32
+    Scenario: A candidate enters a full exact set only with a strictly higher count, and the victim's time goes to the sketch
+      One exact key. b's first event ties with a (count 1 against 1): the incumbent stays,
+      and b's time is written to its cell. b's second event counts 2 against 1: a is demoted
+      (its maximum 10000 written to its cell, state sketched) and b enters with the estimate it
+      had (5000, watermark 4000), so b at 3000 is late, as the keyed tracker says too. Then a
+      comes back the same way, judged by its cell: on time at 9500, late at 8500.
+      Given keyed watermarks configured with:
+        | setting           | value |
+        | bounded_delay     | 1000  |
+        | exact_key_count   | 1     |
+        | sketch_error_rate | 0.99  |
+        | sketch_depth      | 1     |
+      And the key "a" shares no cell with "b"
+      And the keys "a" and "b" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 10000      |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | b   | 5000       |
+        | b   | 3000       |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | a   | 9500       |
+        | a   | 8500       |
+      Then the verdicts are:
+        | batch | key | event_time | key_watermark | verdict |
+        | 0     | a   | 10000      | -             | on time |
+        | 1     | b   | 5000       | -             | on time |
+        | 1     | b   | 3000       | 4000          | late    |
+        | 2     | a   | 9500       | 9000          | on time |
+        | 2     | a   | 8500       | 9000          | late    |
+      And the key changes are:
+        | batch | key | watermark | state    |
+        | 0     | a   | 9000      | active   |
+        | 1     | a   | -         | sketched |
+        | 1     | b   | 4000      | active   |
+        | 2     | a   | 9000      | active   |
+        | 2     | b   | -         | sketched |
+      And the progress is:
+        | batch | global_watermark | total_keys | evicted_keys | global_advances | key_advances | estimated_keys |
+        | 0     | 9000             | 1          | 0            | 1               | 1            | 1              |
+        | 1     | 4000             | 1          | 1            | 1               | 2            | 2              |
+        | 2     | 9000             | 1          | 2            | 2               | 2            | 2              |
+
+    @F065-R29 @F065-R30 @F065-R32 @F065-R33
+    Scenario: An on-time event is called late only because another key shares its cell in every row
+      b holds the one exact place with a count of 3. a stays out and writes 20000 into
+      its two cells. c has never been seen, but its cells are a's in both rows, so its
+      estimate is 20000 and c at 5000 is late (the keyed tracker calls it on time: the
+      compact tracker errs only in this direction). j shares a's cell in row 0 only; its
+      row-1 cell is empty, so it has no estimate and is on time. Then that cell holds j's own
+      5000, and j's estimate is the lower of its cells: 5000, so j at 4500 is on time.
+      Given keyed watermarks configured with:
+        | setting           | value |
+        | bounded_delay     | 1000  |
+        | exact_key_count   | 1     |
+        | sketch_error_rate | 0.99  |
+        | sketch_depth      | 2     |
+      And the keys "a" and "c" share their cell in every row of a sketch 3 wide and 2 deep
+      And the keys "a" and "j" share their cell in row 0 only
+      And the key "b" shares no cell with "a", "c" or "j"
+      And the keys "a", "b", "c" and "j" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | b   | 1000       |
+        | b   | 2000       |
+        | b   | 3000       |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | a   | 20000      |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | c   | 5000       |
+        | j   | 5000       |
+        | j   | 4500       |
+      Then the verdicts are:
+        | batch | key | event_time | key_watermark | verdict |
+        | 0     | b   | 1000       | -             | on time |
+        | 0     | b   | 2000       | 0             | on time |
+        | 0     | b   | 3000       | 1000          | on time |
+        | 1     | a   | 20000      | -             | on time |
+        | 2     | c   | 5000       | 19000         | late    |
+        | 2     | j   | 5000       | -             | on time |
+        | 2     | j   | 4500       | 4000          | on time |
+      And the key changes are:
+        | batch | key | watermark | state  |
+        | 0     | b   | 2000      | active |
+      And the progress is:
+        | batch | global_watermark | total_keys | evicted_keys | estimated_keys |
+        | 0     | 2000             | 1          | 0            | 1              |
+        | 1     | 2000             | 1          | 0            | 2              |
+        | 2     | 2000             | 1          | 0            | 4              |
+
+    @F065-R28 @F065-R30
+    Scenario: Aging halves the counts, so a candidate overtakes a key that went quiet
+      One exact key, so the counts are halved after every 10th event. a's 8 events
+      count 8. The 10th event (b's second) halves a's count to 4 and b's to 1 before b
+      is judged. b's 5th event brings it to 4: a tie, a stays. b's 6th makes 5 > 4 and
+      b enters; without aging it would have needed a 9th event.
+      Given keyed watermarks configured with:
+        | setting           | value |
+        | bounded_delay     | 0     |
+        | exact_key_count   | 1     |
+        | sketch_error_rate | 0.99  |
+        | sketch_depth      | 1     |
+      And the key "a" shares no cell with "b"
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 1000       |
+        | a   | 2000       |
+        | a   | 3000       |
+        | a   | 4000       |
+        | a   | 5000       |
+        | a   | 6000       |
+        | a   | 7000       |
+        | a   | 8000       |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | b   | 500        |
+        | b   | 600        |
+        | b   | 700        |
+        | b   | 800        |
+        | b   | 900        |
+      Then the verdicts in the last batch are:
+        | key | event_time | key_watermark | verdict |
+        | b   | 500        | -             | on time |
+        | b   | 600        | 500           | on time |
+        | b   | 700        | 600           | on time |
+        | b   | 800        | 700           | on time |
+        | b   | 900        | 800           | on time |
+      And the key changes in the last batch are:
+        | batch | key | watermark | state |
+      When these events arrive in the next batch:
+        | key | event_time |
+        | b   | 1000       |
+      Then the verdicts in the last batch are:
+        | key | event_time | key_watermark | verdict |
+        | b   | 1000       | 900           | on time |
+      And the key changes in the last batch are:
+        | batch | key | watermark | state    |
+        | 2     | a   | -         | sketched |
+        | 2     | b   | 1000      | active   |
+      And the progress is:
+        | batch | global_watermark | total_keys | evicted_keys |
+        | 0     | 8000             | 1          | 0            |
+        | 1     | 8000             | 1          | 0            |
+        | 2     | 1000             | 1          | 1            |
+
+    @F065-R31 @F065-R5 @F065-R7 @F065-R9 @F065-R10 @F065-R17
+    Scenario: Idle marks, the idle timeout and removal concern exact keys only, and so does the global watermark
+      b never enters the exact set (1 event against a's 2). Its estimate (watermark 1000)
+      does not hold the global watermark down; marking it idle or removing it changes
+      nothing, and after the removal it is still judged by its cell (the keyed tracker
+      would have forgotten it). The idle timeout idles only a.
+      Given keyed watermarks configured with:
+        | setting           | value |
+        | bounded_delay     | 1000  |
+        | idle_timeout      | 500   |
+        | exact_key_count   | 1     |
+        | sketch_error_rate | 0.99  |
+        | sketch_depth      | 1     |
+      And the key "a" shares no cell with "b"
+      And the keys "a" and "b" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 10000      |
+        | a   | 11000      |
+        | b   | 2000       |
+      And key b is marked idle
+      And key b is removed
+      And these events arrive in the next batch:
+        | key | event_time |
+        | b   | 500        |
+      And the processing clock advances to 600 ms
+      Then the verdicts are:
+        | batch | key | event_time | key_watermark | verdict |
+        | 0     | a   | 10000      | -             | on time |
+        | 0     | a   | 11000      | 9000          | on time |
+        | 0     | b   | 2000       | -             | on time |
+        | 3     | b   | 500        | 1000          | late    |
+      And the key changes are:
+        | batch | key | watermark | state  |
+        | 0     | a   | 10000     | active |
+        | 4     | a   | 10000     | idle   |
+      And the progress is:
+        | batch | global_watermark | total_keys | active_keys | idle_keys | evicted_keys | global_advances | key_advances | estimated_keys |
+        | 0     | 10000            | 1          | 1           | 0         | 0            | 1               | 3            | 2              |
+        | 1     | 10000            | 1          | 1           | 0         | 0            | 1               | 3            | 2              |
+        | 2     | 10000            | 1          | 1           | 0         | 0            | 1               | 3            | 2              |
+        | 3     | 10000            | 1          | 1           | 0         | 0            | 1               | 3            | 2              |
+        | 4     | 10000            | 1          | 0           | 1         | 0            | 1               | 3            | 2              |
+
+    @F065-R35 @F065-R31 @F065-R30 @F065-R17
+    Scenario: The keys table names a key's last departure in the batch, and removal writes nothing to the sketch
+      In batch 1, a is demoted by b, comes back by demoting b (b entered and left within
+      the batch: no row), and is removed: its row says removed. a's exact maximum 1600 was
+      never written (removal writes nothing): its cell holds 1500, from its event while it
+      was out, so a at 1550 is on time in batch 2; b's cell holds its demoted 2000.
+      Given keyed watermarks configured with:
+        | setting           | value |
+        | bounded_delay     | 0     |
+        | exact_key_count   | 1     |
+        | sketch_error_rate | 0.99  |
+        | sketch_depth      | 1     |
+      And the key "a" shares no cell with "b"
+      And the keys "a" and "b" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 1000       |
+      And these items arrive in the next batch:
+        | kind       | key | event_time |
+        | event      | b   | 2000       |
+        | event      | b   | 2000       |
+        | event      | a   | 1500       |
+        | event      | a   | 1600       |
+        | remove_key | a   |            |
+      Then the verdicts in the last batch are:
+        | key | event_time | key_watermark | verdict |
+        | b   | 2000       | -             | on time |
+        | b   | 2000       | 2000          | on time |
+        | a   | 1500       | 1000          | on time |
+        | a   | 1600       | 1500          | on time |
+      And the key changes in the last batch are:
+        | batch | key | watermark | state   |
+        | 1     | a   | -         | removed |
+      When these events arrive in the next batch:
+        | key | event_time |
+        | a   | 1550       |
+        | b   | 1000       |
+      Then the verdicts in the last batch are:
+        | key | event_time | key_watermark | verdict |
+        | a   | 1550       | 1500          | on time |
+        | b   | 1000       | 2000          | late    |
+      And the key changes in the last batch are:
+        | batch | key | watermark | state  |
+        | 2     | a   | 1550      | active |
+      And the progress is:
+        | batch | global_watermark | total_keys | evicted_keys | global_advances | key_advances | estimated_keys |
+        | 0     | 1000             | 1          | 0            | 1               | 1            | 1              |
+        | 1     | -                | 0          | 2            | 2               | 4            | 2              |
+        | 2     | 1550             | 1          | 2            | 3               | 5            | 2              |
+
+    @F065-R34
+    Scenario Outline: The key estimate counts distinct keys, whatever the shards
+      Five keys in five distinct registers leave 4091 registers at 0, and linear counting
+      gives round(4096 * ln(4096 / 4091)) = 5; repeated keys add nothing. With two shards
+      each shard counts its own keys and the estimates add up.
+      Given keyed watermarks configured with:
+        | setting         | value    |
+        | bounded_delay   | 0        |
+        | exact_key_count | 2        |
+        | shards          | <shards> |
+      And the keys "a", "b", "c", "d" and "e" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 1000       |
+        | b   | 2000       |
+        | a   | 3000       |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | c   | 4000       |
+        | d   | 5000       |
+        | e   | 6000       |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | a   | 7000       |
+        | b   | 8000       |
+      Then the progress is:
+        | batch | estimated_keys |
+        | 0     | 2              |
+        | 1     | 5              |
+        | 2     | 5              |
+
+      Examples:
+        | shards |
+        | 1      |
+        | 2      |
+
+    @F065-R27 @F065-R30
+    Scenario Outline: A shard's exact set cannot lend its room to another shard
+      Two exact places: one shard holds both, two shards hold one each. d and e are both
+      in shard 0 of 2, so with two shards e finds shard 0 full (a tie keeps d) although
+      shard 1 is empty; a, in shard 1, then enters there. With one shard e enters, and a
+      ties with d, the least recently active key, and stays out.
+      Given keyed watermarks configured with:
+        | setting           | value    |
+        | bounded_delay     | 0        |
+        | exact_key_count   | 2        |
+        | shards            | <shards> |
+        | sketch_error_rate | 0.99     |
+        | sketch_depth      | 1        |
+      And the keys "d" and "e" are in shard 0 of 2
+      And the key "a" is in shard 1 of 2
+      And the keys "a", "d" and "e" share no cell
+      When these events arrive in one batch:
+        | key | event_time |
+        | d   | 1000       |
+        | e   | 2000       |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | a   | 3000       |
+      Then the verdicts are:
+        | batch | key | event_time | key_watermark | verdict |
+        | 0     | d   | 1000       | -             | on time |
+        | 0     | e   | 2000       | -             | on time |
+        | 1     | a   | 3000       | -             | on time |
+      And the progress is:
+        | batch | global_watermark | total_keys | evicted_keys |
+        | 0     | 1000             | <first>    | 0            |
+        | 1     | 1000             | 2          | 0            |
+      And the key watermarks are:
+        | key      | watermark  |
+        | d        | 1000       |
+        | <second> | <second_wm> |
+
+      Examples:
+        | shards | first | second | second_wm |
+        | 1      | 2     | e      | 2000      |
+        | 2      | 1     | a      | 3000      |
+
+    @F065-R36 @F065-R35 @F065-R34
+    Scenario: The exact set never grows past exact_key_count, however many keys pass
+      A key seen once and never again stays out (a tie at best), and a demoted key leaves
+      no exact entry: total_keys stays at 1 while the estimate counts every key.
+      Given keyed watermarks configured with:
+        | setting         | value |
+        | bounded_delay   | 0     |
+        | exact_key_count | 1     |
+      And the keys "a", "b", "c", "d" and "e" share no cell
+      And the keys "a", "b", "c", "d" and "e" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 1000       |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | b   | 2000       |
+        | b   | 3000       |
+      And these events arrive in the next batch:
+        | key | event_time |
+        | c   | 100        |
+        | d   | 200        |
+        | e   | 300        |
+      Then the key changes are:
+        | batch | key | watermark | state    |
+        | 0     | a   | 1000      | active   |
+        | 1     | a   | -         | sketched |
+        | 1     | b   | 3000      | active   |
+      And the progress is:
+        | batch | total_keys | evicted_keys | estimated_keys |
+        | 0     | 1          | 0            | 1              |
+        | 1     | 1          | 1            | 2              |
+        | 2     | 1          | 1            | 5              |
+
+    @F065-R37 @F065-R24 @F065-R28 @F065-R29 @F065-R34 @TR-5
+    Scenario Outline: A restart keeps the exact keys, both sketches and the registers
+      If the restart lost the frequency counts, b's second event would tie instead of
+      demoting a; if it lost the max sketch, b would enter with a fresh watermark and its
+      event at 3000 would be on time, and a would not be judged by its demoted maximum.
+      Given keyed watermarks configured with:
+        | setting           | value |
+        | bounded_delay     | 1000  |
+        | exact_key_count   | 1     |
+        | sketch_error_rate | 0.99  |
+        | sketch_depth      | 1     |
+      And the key "a" shares no cell with "b"
+      And the keys "a" and "b" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 10000      |
+        | b   | 5000       |
+      And the engine <action>
+      And these events arrive in the next batch:
+        | key | event_time |
+        | b   | 3000       |
+      And the engine <action>
+      And these events arrive in the next batch:
+        | key | event_time |
+        | a   | 8000       |
+      Then the verdicts are:
+        | batch | key | event_time | key_watermark | verdict |
+        | 0     | a   | 10000      | -             | on time |
+        | 0     | b   | 5000       | -             | on time |
+        | 1     | b   | 3000       | 4000          | late    |
+        | 2     | a   | 8000       | 9000          | late    |
+      And the key changes are:
+        | batch | key | watermark | state    |
+        | 0     | a   | 9000      | active   |
+        | 1     | a   | -         | sketched |
+        | 1     | b   | 4000      | active   |
+      And the progress is:
+        | batch | global_watermark | total_keys | evicted_keys | global_advances | key_advances | estimated_keys |
+        | 0     | 9000             | 1          | 0            | 1               | 2            | 2              |
+        | 1     | 4000             | 1          | 1            | 1               | 2            | 2              |
+        | 2     | 4000             | 1          | 1            | 1               | 2            | 2              |
+
+      Examples:
+        | action                       |
+        | restarts from its checkpoint |
+        | keeps running                |
+
+    @F065-R26 @TR-6
+    Scenario Outline: A compact configuration that breaks a rule is refused before any event
+      Given keyed watermarks configured with:
+        | setting    | value    |
+        | <setting1> | <value1> |
+        | <setting2> | <value2> |
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 1000       |
+      Then the configuration is rejected
+
+      Examples:
+        | setting1          | value1 | setting2          | value2          |
+        | exact_key_count   | 2      | max_keys          | 2               |
+        | exact_key_count   | 2      | window_size       | 1000            |
+        | exact_key_count   | 2      | eviction_policy   | LowestWatermark |
+        | exact_key_count   | 2      | eviction_policy   | Random          |
+        | exact_key_count   | 2      | shards            | 3               |
+        | exact_key_count   | 2      | shards            | 0               |
+        | exact_key_count   | 2      | sketch_depth      | 7               |
+        | exact_key_count   | 2      | sketch_depth      | 0               |
+        | exact_key_count   | 2      | sketch_error_rate | 1               |
+        | exact_key_count   | 2      | sketch_error_rate | 1.0             |
+        | exact_key_count   | 2      | sketch_error_rate | 0               |
+        | exact_key_count   | 2      | sketch_error_rate | 0.000009        |
+        | exact_key_count   | 2      | sketch_error_rate | "0.5"           |
+        | exact_key_count   | 0      | bounded_delay     | 1000            |
+        | exact_key_count   | 1.5    | bounded_delay     | 1000            |
+        | exact_key_count   | 2      | bounded_delay     | -1              |
+        | sketch_depth      | 2      | bounded_delay     | 1000            |
+        | sketch_error_rate | 0.5    | shards            | 1               |
+
+    @F065-R26 @F065-R27
+    Scenario: The limits of the compact settings are accepted
+      A sketch 6 deep uses the last digest word (w7); as many shards as exact keys leaves
+      one exact place per shard; an error rate just below 1 gives a sketch 3 wide.
+      Given keyed watermarks configured with:
+        | setting           | value   |
+        | bounded_delay     | 0       |
+        | idle_timeout      | 0       |
+        | exact_key_count   | 3       |
+        | shards            | 3       |
+        | sketch_depth      | 6       |
+        | sketch_error_rate | 0.99999 |
+      And the key "a" is in shard 2 of 3
+      And the key "b" is in shard 0 of 3
+      And the keys "a" and "b" fall in distinct registers of the key estimate
+      When these events arrive in one batch:
+        | key | event_time |
+        | a   | 1000       |
+        | b   | 2000       |
+      Then the verdicts are:
+        | key | event_time | key_watermark | verdict |
+        | a   | 1000       | -             | on time |
+        | b   | 2000       | -             | on time |
+      And the progress is:
+        | batch | global_watermark | total_keys | estimated_keys |
+        | 0     | 1000             | 2          | 2              |
+
+    @oracle-only @F065-R31 @F065-R29 @F065-R17 @TR-10
+    Scenario: clear puts every shard back to its start and keeps the counters
+      clear() has no stream item (TR-10). Before it, b (kept out by a tie) is answered by
+      its cell; after it, the cell is empty, so b enters afresh.
+      Given a CompactKeyedWatermarkTracker configured with:
+        | setting           | value |
+        | bounded_delay     | 1000  |
+        | exact_key_count   | 1     |
+        | sketch_error_rate | 0.99  |
+        | sketch_depth      | 1     |
+      And the key "a" shares no cell with "b"
+      When the tracker updates key a at 10000 ms
+      Then the call returns 9000
+      When the tracker updates key b at 5000 ms
+      Then the call returns none
+      And the tracker's watermark for key b is 4000
+      And the tracker's watermark for key a is 9000
+      When the tracker marks key b idle
+      Then the call returns none
+      And the key watermarks are:
+        | key | watermark | state  |
+        | a   | 9000      | active |
+      When the tracker is cleared
+      Then the tracker's watermark for key b is none
+      And the global watermark is none
+      And the metrics are:
+        | metric          | value |
+        | total_keys      | 0     |
+        | evicted_keys    | 0     |
+        | global_advances | 1     |
+        | key_advances    | 2     |
+        | estimated_keys  | 0     |
+      When the tracker updates key b at 3000 ms
+      Then the call returns 2000
+      And the tracker's watermark for key b is 2000

@@ -9,13 +9,23 @@ the oracle's canonical output; it never steers generation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Trace
+from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
 from properties.generator_coverage import batch_shape_cases
 from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, keyed_watermark_traces
-from reference.keyed_watermarks import KeyedWatermarkTracker, config_from_trace
+from reference.keyed_watermarks import (
+    COMPACT_KEYS,
+    CompactKeyedWatermarkConfig,
+    CompactKeyedWatermarkTracker,
+    CompactShard,
+    KeyedWatermarkTracker,
+    config_from_trace,
+    key_digest_words,
+    run_trace,
+)
 from reference.traces import TraceClock
 
 DIFFERENTIAL = ((keyed_watermark_traces(invalid_config_rate=10), 1.0),)
@@ -52,6 +62,29 @@ CASES: dict[str, str] = {
     "invalid_config": "a configuration refused with InvalidConfig (F065-R20, TR-6)",
     "error_row": "a malformed item answered with an error row (F065-R23)",
     "i64_bound": "an event time at the i64 bounds, where watermarks saturate (F065-R2, TR-2)",
+    "compact_demotion": (
+        "the compact tracker demotes an exact key to its sketch: state sketched (F065-R30, R35)"
+    ),
+    "compact_tie_keeps_incumbent": (
+        "a candidate whose count equals the least recently active exact key's stays out of a full shard "
+        "(F065-R30)"
+    ),
+    "compact_promotion_keeps_estimate": "a key enters the exact set with the estimate it had (F065-R30)",
+    "compact_late_by_estimate": (
+        "an event of a key outside the exact set is late by its estimate (F065-R29, R30)"
+    ),
+    "compact_late_only_for_compact": (
+        "an event the keyed tracker calls on time is late for the compact tracker (F065-R32, R33)"
+    ),
+    "compact_aging": "a shard halves its frequency counts (F065-R28)",
+    "compact_sketched_key_idle_or_removed": (
+        "an idle or remove_key item names a key the stream has shown that is outside the exact set (F065-R31)"
+    ),
+    "compact_estimate_above_exact": (
+        "estimated_keys is above total_keys: more keys shown than held (F065-R34, R36)"
+    ),
+    "compact_shards": "a compact stream with exact keys in two shards at once (F065-R27)",
+    "compact_restart": "a compact stream restarts between batches (F065-R37)",
 }
 
 RARE: dict[str, str] = {
@@ -74,6 +107,7 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     if not isinstance(output, dict):
         return set()
     errors = {(b, s) for b, s, _ in output["errors"]}
+    compact = "exact_key_count" in trace.config
     reached = batch_shape_cases(trace, errors)
     if errors:
         reached.add("error_row")
@@ -92,7 +126,7 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     for _, global_wm, total, active, _, evicted, _, _, _ in output["progress"]:
         if total and not active:
             reached.add("all_keys_idle")
-        if evicted:
+        if evicted and not compact:  # a compact stream's evicted_keys counts demotions (F065-R35)
             reached.add("key_evicted")
         if previous_global is not None and global_wm is not None and global_wm < previous_global:
             reached.add("global_watermark_goes_down")
@@ -100,7 +134,78 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     segment_ends = _replay(trace, errors, reached)
     if any((b, key, end) in segment_ends for b, key, _, end, _, _ in output["windows"]):
         reached.add("window_end_equals_watermark")
+    if compact:
+        reached |= _compact_output_cases(trace, output)
     return reached
+
+
+def keyed_counterpart(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyed tracker's settings for a compact stream: the same delay and idle timeout (F065-R32)."""
+    return {k: v for k, v in config.items() if k not in COMPACT_KEYS}
+
+
+def _compact_output_cases(trace: Trace, output: dict[str, Any]) -> set[str]:
+    """The compact cases read from the tables, and from the keyed tracker's verdicts on the same trace."""
+    reached: set[str] = set()
+    if trace.restart_after:
+        reached.add("compact_restart")
+    if any(state == "sketched" for _, _, _, state in output["keys"]):
+        reached.add("compact_demotion")
+    for _, _, total, _, _, _, _, _, estimated in output["progress"]:
+        if estimated is not None and estimated > total:
+            reached.add("compact_estimate_above_exact")
+    keyed = run_trace(replace(trace, config=keyed_counterpart(trace.config)))
+    for mine, theirs in zip(output["events"], keyed["events"], strict=True):
+        if mine[5] == "late" and theirs[5] == "on_time":
+            reached.add("compact_late_only_for_compact")
+    return reached
+
+
+class _CompactWatch:
+    """Reads a compact tracker's shards around each item of the replay (the cases no table shows)."""
+
+    def __init__(self, tracker: CompactKeyedWatermarkTracker, config: CompactKeyedWatermarkConfig) -> None:
+        self.tracker = tracker
+        self.config = config
+        self.seen: set[Any] = set()
+
+    def place(self, key: Any) -> tuple[CompactShard, list[int]]:
+        words = key_digest_words(key)  # F065-R27: shard and cells from the digest words
+        shard = self.tracker.shards[words[0] % self.config.shards]
+        return shard, [words[2 + row] % self.config.width for row in range(self.config.sketch_depth)]
+
+    def event(self, item: Item, reached: set[str]) -> None:
+        shard, cells = self.place(item.key)
+        exact_before = item.key in shard.exact
+        full = len(shard.exact) >= self.config.exact_per_shard
+        estimate = shard.estimate(cells)
+        events_before = shard.events
+        assert item.key is not None and item.event_time is not None  # errors are not replayed
+        [outcome] = self.tracker.apply_batch([(item.key, item.event_time)]).outcomes
+        self.seen.add(item.key)
+        if shard.events // self.config.aging_period > events_before // self.config.aging_period:
+            reached.add("compact_aging")
+        if sum(1 for s in self.tracker.shards if s.exact) >= 2:
+            reached.add("compact_shards")
+        if exact_before:
+            return
+        if outcome.verdict == "late":
+            reached.add("compact_late_by_estimate")
+        if item.key in shard.exact:
+            if estimate is not None:
+                reached.add("compact_promotion_keeps_estimate")
+        elif full:
+            victim = min(
+                shard.exact, key=lambda k: (shard.exact[k].last_activity, shard.exact[k].activity_order)
+            )
+            if shard.frequency_of(cells) == shard.frequency_of(self.place(victim)[1]):
+                reached.add("compact_tie_keeps_incumbent")
+
+    def control(self, item: Item, reached: set[str]) -> None:
+        if item.kind in ("idle", "remove_key") and item.key in self.seen:
+            shard, _ = self.place(item.key)
+            if item.key not in shard.exact:
+                reached.add("compact_sketched_key_idle_or_removed")
 
 
 def _replay(trace: Trace, errors: set[tuple[int, int]], reached: set[str]) -> set[tuple[int, Any, int]]:
@@ -109,17 +214,24 @@ def _replay(trace: Trace, errors: set[tuple[int, int]], reached: set[str]) -> se
     config, _ = config_from_trace(trace.config)
     timeout = config.idle_timeout
     clock = TraceClock()
-    tracker = KeyedWatermarkTracker(config, clock)
-    states = tracker.key_states
+    tracker: KeyedWatermarkTracker | CompactKeyedWatermarkTracker
+    watch = None
+    if isinstance(config, CompactKeyedWatermarkConfig):
+        tracker = CompactKeyedWatermarkTracker(config, clock)
+        watch = _CompactWatch(tracker, config)
+    else:
+        tracker = KeyedWatermarkTracker(config, clock)
     segment_ends: set[tuple[int, Any, int]] = set()
     reactivated_at: dict[Any, int] = {}  # key -> clock of a reactivation after a long silence
 
     def end_segment(b: int, keys: Iterable[Any]) -> None:
+        states = tracker.key_states  # the compact tracker builds this view afresh at each read
         segment_ends.update((b, k, states[k].watermark) for k in keys if k in states)
 
     for b, batch in enumerate(trace.batches):
         segment: set[Any] = set()
         for s, item in enumerate(batch):
+            states = tracker.key_states
             if (b, s) in errors:
                 end_segment(b, segment)
                 segment = set()
@@ -132,11 +244,16 @@ def _replay(trace: Trace, errors: set[tuple[int, int]], reached: set[str]) -> se
                     if clock.now - state.last_activity > timeout:
                         reached.add("event_after_long_silence")
                         reactivated_at[item.key] = clock.now
-                tracker.apply_batch([(item.key, item.event_time)])
+                if watch is not None:
+                    watch.event(item, reached)
+                else:
+                    tracker.apply_batch([(item.key, item.event_time)])
                 segment.add(item.key)
                 continue
             end_segment(b, segment)
             segment = set()
+            if watch is not None:
+                watch.control(item, reached)
             if item.kind == "clock":
                 clock.now = item.time  # type: ignore[assignment]
                 active = [k for k, st in states.items() if not st.is_idle]
@@ -160,4 +277,12 @@ def _replay(trace: Trace, errors: set[tuple[int, int]], reached: set[str]) -> se
     return segment_ends
 
 
-__all__ = ["CASES", "DIFFERENTIAL", "RARE", "batch_shape_cases", "cases_reached", "touches_i64_bounds"]
+__all__ = [
+    "CASES",
+    "DIFFERENTIAL",
+    "RARE",
+    "batch_shape_cases",
+    "cases_reached",
+    "keyed_counterpart",
+    "touches_i64_bounds",
+]

@@ -3,7 +3,9 @@
 The building blocks are area-neutral (keys with skew, event times around an
 advancing base time with bounded disorder, a processing clock with idle
 gaps, malformed items, restart points); ``keyed_watermark_traces`` puts them
-together with the F065 configuration into ``harness.traces.Trace`` objects.
+together with the F065 configuration into ``harness.traces.Trace`` objects; a
+third of its valid traces use the compact tracker (F065-R26..R37), with small
+exact sets, narrow sketches and keys chosen to collide (``compact_keys``).
 Other areas reuse the blocks with their own configuration and control items.
 
 Two time ranges:
@@ -26,6 +28,9 @@ assignments and malformed items (see its docstring).
 
 from __future__ import annotations
 
+import functools
+import itertools
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +41,8 @@ from harness.differential import Report, check_against_reference
 from harness.engine import Engine
 from harness.hypothesis_profiles import SEED_VAR, differential_budget, profile_name, run_seed
 from harness.replay import replay_traces
-from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, Item, Trace
+from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, InvalidConfig, Item, Trace
+from reference.keyed_watermarks import CompactKeyedWatermarkConfig, config_from_trace, key_digest_words
 
 AREA = "keyed_watermarks"
 
@@ -220,12 +226,12 @@ def keyed_watermark_configs(draw: st.DrawFn, grid: int = 1000, max_delay: int = 
     config["bounded_delay"] = draw(delays(grid, max_delay))  # always set: it is in every Given step
     if draw(st.integers(0, 4)) > 0:
         config["idle_timeout"] = draw(delays(grid, 20_000))
-    if draw(st.integers(0, 2)) == 0:
+    if draw(st.integers(0, 1)) == 0:  # one in two: refusals reach TR-13's floor beside the compact third
         config["max_keys"] = draw(st.integers(1, 4))
         if draw(st.integers(0, 5)) > 0:  # else the default policy
             # RejectNew twice: a refusal needs one more key than max_keys, an eviction does not
             config["eviction_policy"] = draw(st.sampled_from((*POLICIES, "RejectNew")))
-    if draw(st.booleans()):
+    if draw(st.integers(0, 2)) > 0:  # two in three: window cases reach TR-13's floor beside the compact third
         # mostly a few grid steps, so that a key's watermark lands exactly on a window end (R21)
         size = draw(
             st.one_of(
@@ -240,9 +246,88 @@ def keyed_watermark_configs(draw: st.DrawFn, grid: int = 1000, max_delay: int = 
     return config
 
 
+#: one valid generated trace in this many uses the compact tracker (F065-R26)
+COMPACT_RATE = 3
+
+#: a compact trace's key alphabet has this many tail keys, each with a partner (``compact_keys``)
+COMPACT_TAILS = 3
+
+
+def compact_shape(config: dict[str, Any]) -> tuple[int, int, int] | None:
+    """Width, depth and shards of a valid compact configuration (F065-R26, R27), else None."""
+    try:
+        parsed, _ = config_from_trace(config)
+    except InvalidConfig:
+        return None
+    if not isinstance(parsed, CompactKeyedWatermarkConfig):
+        return None
+    return parsed.width, parsed.sketch_depth, parsed.shards
+
+
+#: a partner is searched for only among about this many names per place (sketch shapes beyond it:
+#: a wide default sketch 2 or more deep, where keys collide only by luck, as in a real stream)
+PARTNER_SEARCH_LIMIT = 100_000
+
+
+@functools.lru_cache(maxsize=64)
+def compact_keys(width: int, depth: int, shards: int) -> tuple[str, ...]:
+    """A compact trace's key alphabet: the hot keys, ``COMPACT_TAILS`` tail keys picked so that every
+    shard gets keys, and after each tail key a partner in its shard with its cell in every row
+    (F065-R27). Few keys come back often (demotions, promotions, F065-R30), and a key's estimate is
+    raised by another key's events, the case of F065-R33, in every narrow sketch and not by luck."""
+
+    def place(key: str) -> tuple[int, ...]:
+        words = key_digest_words(key)
+        return (words[0] % shards, *(words[2 + row] % width for row in range(depth)))
+
+    per_shard = Counter(place(key)[0] for key in HOT_KEYS)
+    tails: list[str] = []
+    for _ in range(COMPACT_TAILS):
+        # the first tail key of the emptiest shard (min keeps the first of equals)
+        tail = min((k for k in TAIL_KEYS if k not in tails), key=lambda k: per_shard[place(k)[0]])
+        tails.append(tail)
+        per_shard[place(tail)[0]] += 1
+    if shards * width**depth > PARTNER_SEARCH_LIMIT:
+        spare = [k for k in TAIL_KEYS if k not in tails][: len(tails)]
+        return (*HOT_KEYS, *tails, *spare)
+    keys = list(HOT_KEYS)
+    for tail in tails:
+        partner = next(f"{tail}x{n}" for n in itertools.count() if place(f"{tail}x{n}") == place(tail))
+        keys += [tail, partner]
+    return tuple(keys)
+
+
+#: a compact stream's batches hold up to this many more items
+COMPACT_EXTRA_ITEMS = 4
+
+
+@st.composite
+def compact_keyed_watermark_configs(
+    draw: st.DrawFn, grid: int = 1000, max_delay: int = 10_000
+) -> dict[str, Any]:
+    """Valid F065-R26 configurations of the compact tracker, small enough that its shards fill,
+    demote and promote keys, and that keys collide in a sketch 3 to 10 wide and 1 to 3 deep;
+    a setting is sometimes left out (its default applies)."""
+    config: dict[str, Any] = {"bounded_delay": draw(delays(grid, max_delay))}
+    if draw(st.integers(0, 4)) > 0:
+        config["idle_timeout"] = draw(delays(grid, 20_000))
+    exact = draw(st.sampled_from((1, 1, 1, 2, 2, 3, 4)))  # mostly full shards: demotions and promotions
+    config["exact_key_count"] = exact
+    if draw(st.integers(0, 9)) > 0:  # else the default 0.01: 272 wide, where keys rarely collide
+        # two decimals: width ceil(e / rate) from 10 (0.28) down to 3 (0.99), mostly 6 or less (F065-R27)
+        config["sketch_error_rate"] = draw(st.integers(46 if draw(st.integers(0, 3)) else 28, 99)) / 100
+    if draw(st.integers(0, 9)) > 0:  # else the default depth of 4
+        config["sketch_depth"] = draw(st.sampled_from((1, 1, 1, 2, 3)))  # one row: neighbours collide
+    if exact >= 2 and draw(st.booleans()):
+        config["shards"] = draw(st.integers(2, min(3, exact)))
+    elif draw(st.booleans()):
+        config["shards"] = 1
+    return config
+
+
 @st.composite
 def invalid_keyed_watermark_configs(draw: st.DrawFn) -> dict[str, Any]:
-    """Configurations an engine must refuse with InvalidConfig (F065-R20, TR-6)."""
+    """Configurations an engine must refuse with InvalidConfig (F065-R20, R26, TR-6)."""
     bad = draw(
         st.sampled_from(
             [
@@ -253,6 +338,15 @@ def invalid_keyed_watermark_configs(draw: st.DrawFn) -> dict[str, Any]:
                 {"window_size": 0},
                 {"no_such_setting": 1},
                 {"bounded_delay": 1.5},
+                # F065-R26: the compact tracker's own refusals
+                {"exact_key_count": 2, "max_keys": 2},
+                {"exact_key_count": 2, "window_size": 1000},
+                {"exact_key_count": 2, "shards": 3},
+                {"exact_key_count": 2, "sketch_depth": 7},
+                {"exact_key_count": 2, "sketch_error_rate": 1},
+                {"exact_key_count": 2, "sketch_error_rate": 0},
+                {"exact_key_count": 0},
+                {"sketch_depth": 2},
             ]
         )
     )
@@ -272,17 +366,22 @@ def keyed_watermark_traces(
     config: dict[str, Any] | None = None,
     invalid_config_rate: int = 0,
     burst_rate: int = 7,
+    compact_rate: int = COMPACT_RATE,
 ) -> Trace:
     """An out-of-order multi-key stream cut into micro-batches, with the F065 control items.
 
     ``invalid_config_rate``: one trace in that many (0: never) gets a refused configuration.
     ``burst_rate``: one trace in that many (0: never) gets one batch of 20 to 28 events, most
     of them with a run of 8 to 12 events at one event time.
+    ``compact_rate``: one trace with a valid drawn configuration in that many (0: never) uses
+    the compact tracker (F065-R26), over its own small key alphabet (``compact_keys``).
     """
     grid = draw(grids())
     if config is None:
         if invalid_config_rate and draw(st.integers(0, invalid_config_rate - 1)) == 0:
             config = draw(invalid_keyed_watermark_configs())
+        elif compact_rate and draw(st.integers(0, compact_rate - 1)) == compact_rate - 1:
+            config = draw(compact_keyed_watermark_configs(grid))  # shrinks towards the keyed tracker
         else:
             config = draw(keyed_watermark_configs(grid))
     delay = config.get("bounded_delay", 5000) if isinstance(config.get("bounded_delay"), int) else 1000
@@ -296,23 +395,36 @@ def keyed_watermark_traces(
     if not isinstance(idle_timeout, int):
         idle_timeout = 60_000
     # the disorder bound: none, within the delay (nothing late), exactly it, or beyond it
-    disorder = draw(
-        st.sampled_from((0, delay // 2, delay, delay + grid, 2 * delay + 3 * grid, 4 * delay + 10 * grid))
-    )
+    shape = compact_shape(config)
+    compact = shape is not None
+    beyond = (delay + grid, 2 * delay + 3 * grid, 4 * delay + 10 * grid)
+    if compact:
+        # mostly beyond the delay: an estimate raised by another key then makes on-time events late (R33)
+        disorder = draw(st.sampled_from((delay // 2, delay, *beyond, *beyond)))
+    else:
+        disorder = draw(st.sampled_from((0, delay // 2, delay, *beyond)))
     # on the window grid, steps of one window: a key's next window end is often its exact watermark
     max_step = 1 if on_window_grid else draw(st.sampled_from((0, 1, 3, 10)))
     # start past the delay and the disorder, so that watermarks are not all below the time range
     state = StreamState(base=times.clamp(times.low + delay + disorder + draw(st.integers(0, 20)) * grid))
-    keys = skewed_keys()
+    keys = st.sampled_from(compact_keys(*shape)) if shape is not None else skewed_keys()
     seen: list[str] = []
 
     def event(key: str | None = None) -> Item:
         key = draw(keys) if key is None else key
         t = out_of_order_time(draw, state, grid, disorder, max_step, times, boundary=delay)
+        if compact and draw(st.integers(0, 3)) == 0:
+            # just behind a watermark at the frontier: late only if the key's own events or, in the
+            # compact tracker, the keys sharing its cells put its estimate there (F065-R32, R33)
+            t = times.clamp(state.base - delay - draw(st.sampled_from((1, grid))))
         seen.append(key)
         return Item("event", key=key, event_time=t, value=draw(st.integers(-2, 9)))
 
-    n_batches = draw(st.integers(1, max_batches))
+    # a compact stream needs events enough to fill its shards and write its sketch (F065-R30)
+    compact_extra = COMPACT_EXTRA_ITEMS if compact else 0
+    # a compact stream removes more than it idles: a removed key's cells outlive it (F065-R31)
+    idle_until = 89 if compact else 92
+    n_batches = draw(st.integers(2 if compact else 1, max_batches))
     burst_at = burst_batch_index(draw, n_batches, burst_rate)
     batches = []
     for b in range(n_batches):
@@ -324,7 +436,7 @@ def keyed_watermark_traces(
                 tuple(replace(e, event_time=tie_time) if n in tied else e for n, e in enumerate(burst))
             )
             continue
-        size = draw(st.integers(0, max_items))
+        size = draw(st.integers(compact_extra // 2, max_items + compact_extra))
         batch = []
         for _ in range(size):
             roll = draw(st.integers(0, 99)) if (control or malformed) else 0
@@ -337,7 +449,7 @@ def keyed_watermark_traces(
                 batch.append(Item("clock", time=within_timeout_clock(draw, state, idle_timeout, times)))
             elif roll < 86:
                 batch.append(Item("clock", time=clock_advance(draw, state, idle_timeout, grid, times)))
-            elif roll < 92:
+            elif roll < idle_until:
                 # mostly a key that has events, sometimes an unknown one (a no-op, F065-R9)
                 key = draw(st.sampled_from(seen)) if seen and draw(st.integers(0, 4)) else draw(keys)
                 batch.append(Item("idle", key=key))
@@ -486,6 +598,11 @@ __all__ = [
     "partitioned_watermark_traces",
     "ABSENT_KEY",
     "BOUNDED",
+    "COMPACT_RATE",
+    "COMPACT_TAILS",
+    "compact_keyed_watermark_configs",
+    "compact_keys",
+    "compact_shape",
     "HOT_KEYS",
     "POLICIES",
     "StreamState",
