@@ -20,6 +20,28 @@ Apply the operator to your own streaming DataFrame and write its output::
     q = (kw.output.writeStream.format("parquet")
          .option("checkpointLocation", ckpt).start(path))
 
+For more keys than memory holds, the compact tracker (F065-R26..R37) keeps
+the most recently active keys exactly and answers the rest from sketches, in
+state bounded by its settings whatever the key count::
+
+    kw = keyed_watermarks(
+        events_df, key_col="device", event_time_col="ts",
+        bounded_delay_ms=5000,
+        exact_key_count=100_000,      # keys held exactly, over all shards
+        sketch_error_rate=0.01,       # sketch width ceil(e / rate): 272 cells
+        sketch_depth=4,               # sketch rows, 1..6
+        shards=8,                     # 1..exact_key_count, part of the answer
+    )
+
+A key outside the exact set is judged by the max sketch's estimate of its
+highest event time, which is never below the truth: the compact tracker may
+call an on-time event late, never a late one on time (R32). ``max_keys``,
+``window_size_ms`` and an ``eviction_policy`` cannot be combined with it. ``progress.estimated_keys``
+is its HyperLogLog estimate of the distinct keys seen (R34; null for a
+stream without the compact tracker), ``progress.evicted_keys`` counts
+demotions out of the exact set, and a key demoted during a micro-batch
+appears in ``kw.keys`` with state ``sketched``.
+
 ``kw.output`` is the one combined stream (schema ``OUTPUT_SCHEMA``); its
 ``output`` column says which table a row belongs to. The convenience
 DataFrames are projections of it:
@@ -29,11 +51,12 @@ DataFrames are projections of it:
   rejected)  (F065-R3, R15).
 - ``kw.late``: the events with verdict ``late``.
 - ``kw.progress``: one row per stream and micro-batch with the global
-  watermark, the gauges and the cumulative counters (F065-R5..R8, R19), and
-  the operator's own cost in that micro-batch: ``python_calls`` (the Python
-  groups of both stages) and ``state_calls`` (state store round trips).
+  watermark, the gauges and the cumulative counters (F065-R5..R8, R19),
+  ``estimated_keys`` (F065-R34, compact streams only), and the operator's
+  own cost in that micro-batch: ``python_calls`` (the Python groups of both
+  stages) and ``state_calls`` (state store round trips).
 - ``kw.keys``: per micro-batch, the keys whose (watermark, state) changed
-  (state active | idle | removed) (F065-R22).
+  (state active | idle | removed, or sketched: demoted, R35) (F065-R22).
 - ``kw.windows``: fired keyed tumbling windows (F065-R21).
 - ``kw.errors``: malformed rows (F065-R23), with the reason.
 
@@ -53,8 +76,9 @@ in the output; without it ``batch`` is the micro-batch's start instant in
 epoch milliseconds, Spark's ``current_timestamp()``, the same in every row
 of a micro-batch). ``stream_configs`` maps a stream id to its own settings
 (the trace config keys ``bounded_delay``, ``idle_timeout``, ``max_keys``,
-``eviction_policy``, ``window_size``), so streams with different settings
-share one query.
+``eviction_policy``, ``window_size``, and for the compact tracker
+``exact_key_count``, ``sketch_error_rate``, ``sketch_depth``, ``shards``), so
+streams with different settings, compact or not, share one query.
 
 Processing time (F065-R10) is never read from the wall clock by the
 operator. By default it is the time of the latest ``clock`` row of the
@@ -107,21 +131,49 @@ Design
 - EVICTION under ``max_keys`` (F065-R12..R15) is global and sequential: a
   stream with ``max_keys`` sends every row to bucket 0, which reads all its
   blocks (at most ``max_keys`` keys) and runs the exact path.
+- COMPACT streams (F065-R26..R37): the unit is the shard, not the key. The
+  projection computes a key's shard in the JVM (``sha2`` of the domain
+  prefix and the key's UTF-8 bytes; its first 16 hex digits, as a
+  decimal(20,0), modulo the stream's shard count, read from a literal map
+  of the streams' settings), and an event goes to the bucket
+  ``pmod(shard, buckets)``; idle and remove_key rows are copied to every
+  bucket as usual, with that bucket as their home. A bucket keeps each of
+  its shards under one key of two ``MapState`` variables: ``shard_keys``
+  (the exact keys in least-recently-active order) and ``shard_sketches``
+  (frequency counters, max-sketch cells and their empty mask, the 4096
+  HyperLogLog registers, the event count, and the settings they were
+  written with); its summary rows are per shard instead of per block, with
+  the shard's HyperLogLog estimate. A micro-batch reads the shards its
+  events touch (exact keys and sketches), the shards its idle and
+  remove_key rows name (exact keys only) and those a clock row may idle
+  (summary), and applies each shard's events one by one in arrival order
+  (the admission rule is sequential per shard): an ordered dict for the
+  exact keys, numpy arrays for the sketches, each distinct key's SHA-512
+  digest computed once per call with hashlib (and checked against the
+  JVM's shard), counts added lazily when an admission or an aging reads
+  them. Each bucket's final summary carries the sum of its shards'
+  estimates; the narrow stage keeps the latest per bucket and writes their
+  sum as ``estimated_keys``.
 - ORDER: inside a micro-batch the rows of a stream are taken by the ``seq``
   column, never by their physical order. SATURATING i64 arithmetic is
   explicit; nullable longs never become floats (they cross between the
   stages as a value and a null mask).
-- RESTART (F065-R24): everything is in the state store under the
+- RESTART (F065-R24, R37): everything is in the state store under the
   checkpoint; ``buckets`` is fixed in it (a different value is refused with
-  a message naming both).
+  a message naming both), and so are a compact stream's shard count, exact
+  keys per shard and sketch shape (stored with each shard's sketches), and
+  whether a stream is compact at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import math
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -158,16 +210,24 @@ from spark_impl.scaleout import (
 )
 from spark_impl.session import check_session
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
+DEFAULT_POLICY = POLICIES[0]
 CONFIG_KEYS = ("bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size")
+COMPACT_KEYS = ("exact_key_count", "sketch_error_rate", "sketch_depth", "shards")  # F065-R26
 DEFAULT_BLOCK_KEYS = 128
+DEFAULT_SKETCH_ERROR_RATE = 0.01
+DEFAULT_SKETCH_DEPTH = 4
+MAX_SKETCH_DEPTH = 6  # F065-R27: digest words w2..w7 give the cells of six rows at most
+COMPACT_DOMAIN = b"F065-compact\x00"  # F065-R27: prefixes every key's digest
+HLL_REGISTERS = 4096  # F065-R34: precision 12
+HLL_INDEX_SHIFT = 52
 
 STRING_COLS = ("output", "stream_id", "key", "verdict", "state", "reason")
 OUTPUT_COLUMNS = (
     "output", "stream_id", "batch", "seq", "key", "event_time", "key_watermark", "verdict",
     "global_watermark", "total_keys", "active_keys", "idle_keys", "evicted_keys",
-    "global_advances", "key_advances", "watermark", "state",
+    "global_advances", "key_advances", "estimated_keys", "watermark", "state",
     "window_start", "window_end", "count", "sum", "reason", "python_calls", "state_calls",
 )  # fmt: skip
 LONG_COLS = tuple(c for c in OUTPUT_COLUMNS if c not in STRING_COLS)
@@ -175,10 +235,11 @@ OUTPUT_SCHEMA = ", ".join(f"`{c}` {'string' if c in STRING_COLS else 'long'}" fo
 
 # Between the stages: long columns as values with one null mask (bit i: LONG_COLS[i] is null),
 # so no nullable long becomes a float in pandas; ``kw_route`` picks the second stage's group
-# (the bucket for table rows, -1 for summaries); ``s_*`` are the summary columns.
+# (the bucket for table rows, -1 for summaries); ``s_*`` are the summary columns
+# (``s_estimated``: the sum of the bucket's shard estimates, F065-R34, in its final summary).
 SUMMARY_COLS = (
     "s_bucket", "s_call_seq", "s_call_part", "s_keys", "s_idle", "s_min_active", "s_max",
-    "s_key_advances", "s_evicted", "s_state_calls", "s_python_calls",
+    "s_key_advances", "s_evicted", "s_state_calls", "s_python_calls", "s_estimated",
 )  # fmt: skip
 PASS_SCHEMA = ", ".join(
     [f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS] + ["`kw_nulls` long"]
@@ -201,7 +262,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "events": ("stream_id", "batch", "seq", "key", "event_time", "key_watermark", "verdict"),
     "progress": (
         "stream_id", "batch", "global_watermark", "total_keys", "active_keys", "idle_keys",
-        "evicted_keys", "global_advances", "key_advances", "python_calls", "state_calls",
+        "evicted_keys", "global_advances", "key_advances", "estimated_keys", "python_calls", "state_calls",
     ),
     "keys": ("stream_id", "batch", "key", "watermark", "state"),
     "windows": ("stream_id", "batch", "key", "window_start", "window_end", "count", "sum"),
@@ -209,7 +270,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-# ---- configuration (F065-R20) ---------------------------------------------
+# ---- configuration (F065-R20, R26) -----------------------------------------
 
 
 @dataclass(frozen=True)
@@ -217,16 +278,44 @@ class StreamConfig:
     bounded_delay: int = 5000
     idle_timeout: int = 60000
     max_keys: int | None = None
-    eviction_policy: str = "LeastRecentlyActive"
+    eviction_policy: str = DEFAULT_POLICY
     window_size: int | None = None
+    # F065-R26: the compact tracker when exact_key_count is set.
+    exact_key_count: int | None = None
+    sketch_error_rate: float = DEFAULT_SKETCH_ERROR_RATE
+    sketch_depth: int = DEFAULT_SKETCH_DEPTH
+    shards: int = 1
+
+    @property
+    def compact(self) -> bool:
+        return self.exact_key_count is not None
+
+    @property
+    def width(self) -> int:
+        return math.ceil(math.e / self.sketch_error_rate)  # F065-R27: the count-min width
+
+    @property
+    def exact_per_shard(self) -> int:
+        return (self.exact_key_count or 0) // self.shards  # F065-R27
+
+    @property
+    def aging_period(self) -> int:
+        return 10 * self.exact_per_shard  # F065-R28
+
+
+_COMPACT_DEFAULTS: dict[str, Any] = {
+    "sketch_error_rate": DEFAULT_SKETCH_ERROR_RATE, "sketch_depth": DEFAULT_SKETCH_DEPTH, "shards": 1,
+}  # fmt: skip
 
 
 def validate_config(config: Mapping[str, Any]) -> StreamConfig:
-    """A trace-style config mapping (F065-R20) -> StreamConfig, or InvalidConfig."""
-    unknown = set(config) - set(CONFIG_KEYS)
+    """A trace-style config mapping (F065-R20, R26) -> StreamConfig, or InvalidConfig."""
+    unknown = set(config) - set(CONFIG_KEYS) - set(COMPACT_KEYS)
     if unknown:
         raise InvalidConfig(f"unknown keyed_watermarks settings {sorted(unknown)}")
-    policy = config.get("eviction_policy", "LeastRecentlyActive")
+    if set(COMPACT_KEYS) & set(config):
+        return _validate_compact(config)
+    policy = config.get("eviction_policy", DEFAULT_POLICY)
     policy = getattr(policy, "value", policy)  # an enum member is accepted by its value
     if policy not in POLICIES:
         raise InvalidConfig(f"eviction_policy must be one of {list(POLICIES)}, got {policy!r}")
@@ -239,6 +328,39 @@ def validate_config(config: Mapping[str, Any]) -> StreamConfig:
         eviction_policy=policy,
         window_size=None if window_size is None else _require_int("window_size", window_size, 1),
     )
+
+
+def _validate_compact(config: Mapping[str, Any]) -> StreamConfig:
+    """F065-R26: the compact tracker's settings; max_keys and window_size cannot join them."""
+    if "exact_key_count" not in config:
+        named = sorted(set(COMPACT_KEYS) & set(config))
+        raise InvalidConfig(f"{named} need exact_key_count (the compact tracker, F065-R26)")
+    # A null max_keys or window_size is "not set" (R20); an eviction policy has nothing to apply to.
+    clash = sorted(k for k in ("max_keys", "window_size") if config.get(k) is not None)
+    clash += ["eviction_policy"] if "eviction_policy" in config else []
+    if clash:
+        raise InvalidConfig(
+            "the compact tracker (exact_key_count) bounds its own memory, picks its exact keys by its own "
+            f"rule and keeps no windows; drop {clash}"
+        )
+    exact = _require_int("exact_key_count", config["exact_key_count"], 1)
+    rate = config.get("sketch_error_rate", DEFAULT_SKETCH_ERROR_RATE)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.00001 <= rate < 1:
+        raise InvalidConfig(f"sketch_error_rate must be a number from 0.00001 to below 1, got {rate!r}")
+    depth = _require_int("sketch_depth", config.get("sketch_depth", DEFAULT_SKETCH_DEPTH), 1)
+    if depth > MAX_SKETCH_DEPTH:
+        raise InvalidConfig(f"sketch_depth must be at most {MAX_SKETCH_DEPTH}, got {depth}")
+    shards = _require_int("shards", config.get("shards", 1), 1)
+    if shards > exact:
+        raise InvalidConfig(
+            f"shards ({shards}) must be at most exact_key_count ({exact}): every shard holds at least one "
+            "exact key"
+        )
+    return StreamConfig(
+        bounded_delay=_require_int("bounded_delay", config.get("bounded_delay", 5000), 0),
+        idle_timeout=_require_int("idle_timeout", config.get("idle_timeout", 60000), 0),
+        exact_key_count=exact, sketch_error_rate=float(rate), sketch_depth=depth, shards=shards,
+    )  # fmt: skip
 
 
 # ---- saturating i64 arithmetic (TR-2) -------------------------------------
@@ -364,7 +486,9 @@ def _unpack_text(lengths: bytes, data: bytes) -> np.ndarray:
     return np.asarray(array.to_numpy(zero_copy_only=False), dtype=object)
 
 
-_SUMMARY_FIELDS = ("sub", "keys", "idle", "min_active", "max_wm", "min_active_last")
+# A stored block's (or, for a compact stream, shard's) summary row; ``estimate`` is a compact
+# shard's HyperLogLog estimate (F065-R34), 0 for a block.
+_SUMMARY_FIELDS = ("sub", "keys", "idle", "min_active", "max_wm", "min_active_last", "estimate")
 
 
 @dataclass
@@ -377,7 +501,7 @@ class BucketState:
     split: int = 0
     clock: int = 0
     activity: int = 0
-    # One row per stored block: _SUMMARY_FIELDS, as an (m, 6) int64 array.
+    # One row per stored block (or compact shard): _SUMMARY_FIELDS, as an (m, 7) int64 array.
     subs: np.ndarray = field(default_factory=lambda: np.zeros((0, len(_SUMMARY_FIELDS)), np.int64))
 
     def blocks(self) -> int:
@@ -433,6 +557,9 @@ def _no_windows() -> pd.DataFrame:
     return pd.DataFrame({"key": np.empty(0, object), **{c: np.empty(0, np.int64) for c in _WINDOW_NUMBERS}})
 
 
+_STREAM_FIELDS = 5
+
+
 @dataclass
 class StreamState:
     """What the narrow stage keeps per stream: counters and each bucket's last summary."""
@@ -441,12 +568,13 @@ class StreamState:
     global_advances: int = 0
     evicted: int = 0
     key_advances: int = 0
-    # (buckets, 4) int64: keys, idle, min_active, max_wm per bucket.
-    summaries: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
+    # (buckets, 5) int64 per bucket: keys, idle, min_active, max_wm, and the sum of its compact
+    # shards' estimates (F065-R34; 0 for a stream without the compact tracker).
+    summaries: np.ndarray = field(default_factory=lambda: np.zeros((0, _STREAM_FIELDS), np.int64))
 
     def __post_init__(self) -> None:
         if len(self.summaries) == 0:
-            self.summaries = np.tile(np.array([0, 0, I64_MAX, I64_MIN], np.int64), (self.buckets, 1))
+            self.summaries = np.tile(np.array([0, 0, I64_MAX, I64_MIN, 0], np.int64), (self.buckets, 1))
 
     def to_tuple(self) -> tuple[Any, ...]:
         return (
@@ -457,7 +585,7 @@ class StreamState:
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
         check_layout("keyed_watermarks", value, LAYOUT_VERSION, buckets)
-        summaries = np.frombuffer(bytes(value[5]), np.int64).reshape(-1, 4).copy()
+        summaries = np.frombuffer(bytes(value[5]), np.int64).reshape(-1, _STREAM_FIELDS).copy()
         return cls(buckets, int(value[2]), int(value[3]), int(value[4]), summaries)
 
     def global_watermark(self) -> int | None:
@@ -482,8 +610,40 @@ class _Out(OutputRows):
 # ---- one bucket of one stream (the wide stage; pure pandas/numpy) ------------
 
 
+class _Reports:
+    """The summary rows of one (stream, bucket) in a batch; a subclass gives ``aggregate``."""
+
+    bucket: int
+    emitted: Aggregate
+    key_advances: int
+    evicted: int
+
+    def aggregate(self) -> Aggregate:
+        raise NotImplementedError
+
+    def estimate(self) -> int:
+        return 0  # F065-R34: only compact shards estimate
+
+    def summary(
+        self, out: _Out, b: int, call: tuple[int, int], final: bool = False, state_calls: int = 0,
+        python_calls: int = 0,
+    ) -> None:  # fmt: skip
+        """A summary row after a call when the bucket's figures changed (always for the final row)."""
+        agg = self.aggregate()
+        if agg == self.emitted and not final:
+            return
+        self.emitted = agg
+        out.add(
+            "summary", 1, batch=b, kw_route=-1, s_bucket=self.bucket, s_call_seq=call[0],
+            s_call_part=call[1], s_keys=agg.keys, s_idle=agg.idle, s_min_active=agg.min_active,
+            s_max=agg.max_wm, s_key_advances=self.key_advances if final else 0,
+            s_evicted=self.evicted if final else 0, s_state_calls=state_calls, s_python_calls=python_calls,
+            s_estimated=self.estimate() if final else 0,
+        )  # fmt: skip
+
+
 @dataclass
-class _Bucket:
+class _Bucket(_Reports):
     """One call of the wide stage on one (stream, bucket): the loaded keys and the rest."""
 
     st: BucketState
@@ -500,55 +660,57 @@ class _Bucket:
     def aggregate(self) -> Aggregate:
         return self.rest + Aggregate.of(self.keys)
 
-    def summary(
-        self, out: _Out, b: int, call: tuple[int, int], final: bool = False, state_calls: int = 0,
-        python_calls: int = 0,
-    ) -> None:  # fmt: skip
-        """A summary row after a call when the bucket's figures changed (always for the final row)."""
-        agg = self.aggregate()
-        if agg == self.emitted and not final:
-            return
-        self.emitted = agg
-        out.add(
-            "summary", 1, batch=b, kw_route=-1, s_bucket=self.bucket, s_call_seq=call[0],
-            s_call_part=call[1], s_keys=agg.keys, s_idle=agg.idle, s_min_active=agg.min_active,
-            s_max=agg.max_wm, s_key_advances=self.key_advances if final else 0,
-            s_evicted=self.evicted if final else 0, s_state_calls=state_calls, s_python_calls=python_calls,
-        )  # fmt: skip
-
 
 LAST_CALL = I64_MAX  # the call position of a segment that no control row ends
+
+
+class _Calls(NamedTuple):
+    """A bucket's rows of one batch in arrival order and the columns both trackers read."""
+
+    rows: pd.DataFrame
+    kind: np.ndarray
+    key: np.ndarray
+    et: np.ndarray
+    tm: np.ndarray
+    seq: np.ndarray
+    home: np.ndarray  # the row's key belongs to this bucket
+    is_tick: np.ndarray
+    has_err: np.ndarray
+    control: np.ndarray  # a call of its own: a control or error row (F065-R16, R22)
+
+
+def _calls(rows: pd.DataFrame, bucket: int, ordered: bool, clock: int, b: int, out: _Out) -> _Calls:
+    """Sorts a bucket's rows and finds its calls; bucket 0 writes the error rows (F065-R23)."""
+    # A batch_end marker only makes bucket 0 report an empty batch; it is no call.
+    rows = rows[rows["kw_kind"].to_numpy(object) != "batch_end"].sort_values("kw_seq", kind="stable")
+    kind = rows["kw_kind"].to_numpy(object)
+    key = rows["kw_key"].to_numpy(object)
+    tm = rows["kw_time"].to_numpy(np.int64)
+    seq = rows["kw_seq"].to_numpy(np.int64)
+    et_null, tm_null = rows["kw_et_null"].to_numpy(bool), rows["kw_time_null"].to_numpy(bool)
+    err = _errors(kind, pd.isna(key), et_null, tm, tm_null, clock)
+    has_err = err != None  # noqa: E711 - elementwise
+    control = ~(kind == "event") | has_err
+    if not ordered:
+        control &= ~has_err  # no arrival order: errors change nothing and end no segment
+    if bucket == 0 and has_err.any():
+        e = np.flatnonzero(has_err)
+        seq_null = np.full(len(e), not ordered)
+        out.add("errors", len(e), batch=b, seq=(seq[e], seq_null), reason=err[e], kw_route=0)
+    home = rows["kw_home"].to_numpy(np.int64) == bucket
+    et = rows["kw_et"].to_numpy(np.int64)
+    return _Calls(rows, kind, key, et, tm, seq, home, kind == "tick", has_err, control)
 
 
 def process_bucket(run: _Bucket, rows: pd.DataFrame, b: int, out: _Out) -> None:
     """One batch of one bucket: segments of events and control rows, in order (F065-R16, R22)."""
     st = run.st
-    # A batch_end marker only makes bucket 0 report an empty batch; it is no call.
-    rows = rows[rows["kw_kind"].to_numpy(object) != "batch_end"].sort_values("kw_seq", kind="stable")
+    calls = _calls(rows, run.bucket, run.ordered, st.clock, b, out)
+    rows, kind, key, et, tm, seq, home, is_tick, has_err, control = calls
     n = len(rows)
-    kind = rows["kw_kind"].to_numpy(object)
-    key = rows["kw_key"].to_numpy(object)
-    key_null = pd.isna(key)
-    et = rows["kw_et"].to_numpy(np.int64)
-    et_null = rows["kw_et_null"].to_numpy(bool)
     val = rows["kw_value"].to_numpy(np.int64)
-    tm = rows["kw_time"].to_numpy(np.int64)
-    tm_null = rows["kw_time_null"].to_numpy(bool)
-    seq = rows["kw_seq"].to_numpy(np.int64)
     khash = rows["kw_hash"].to_numpy(np.int64)
-    home = rows["kw_home"].to_numpy(np.int64) == run.bucket
-
     start = (run.keys.keys.copy(), run.keys.wm.copy(), run.keys.idle.copy())
-    err = _errors(kind, key_null, et_null, tm, tm_null, st.clock)
-    has_err = err != None  # noqa: E711 - elementwise
-    is_tick = kind == "tick"
-    control = ~(kind == "event") | has_err
-    if not run.ordered:
-        control &= ~has_err  # no arrival order: errors change nothing and end no segment
-    out_seq = (seq, np.zeros(n, bool)) if run.ordered else (seq, np.ones(n, bool))
-    if run.bucket == 0 and has_err.any():
-        e = np.flatnonzero(has_err)
-        out.add("errors", len(e), batch=b, seq=(out_seq[0][e], out_seq[1][e]), reason=err[e], kw_route=0)
 
     prev = 0
     for c in np.flatnonzero(control).tolist():
@@ -842,6 +1004,376 @@ def _key_changes(
         )
 
 
+# ---- the compact tracker (F065-R26..R37): the shards of one bucket ----------
+
+COMPACT_LAYOUT = -1  # BucketState.level of a compact stream's bucket: its summary rows are shards
+SHARD_KEYS_SCHEMA = "key_lengths binary, key_bytes binary, numbers binary, idle binary"
+SHARD_SKETCH_SCHEMA = (
+    "shards long, exact_per_shard long, depth int, width long, events long, frequency binary, high binary, "
+    "empty binary, registers binary"
+)
+
+
+def digest_words(keys: list[str]) -> np.ndarray:
+    """F065-R27: the eight big-endian 64-bit words of each key's SHA-512 digest, one row per key."""
+    digests = b"".join(hashlib.sha512(COMPACT_DOMAIN + k.encode("utf-8")).digest() for k in keys)
+    return np.frombuffer(digests, ">u8").reshape(-1, 8).astype(np.uint64)
+
+
+def hll_estimate(registers: np.ndarray) -> int:
+    """F065-R34: a shard's HyperLogLog estimate in exact integers, linear counting for small counts."""
+    m = HLL_REGISTERS
+    counts = np.bincount(registers, minlength=HLL_INDEX_SHIFT + 2).tolist()
+    total = sum(c << (64 - r) for r, c in enumerate(counts) if c)
+    raw = (7213 * m**3 << 64) // ((10000 * m + 10790) * total)
+    zeros = counts[0]
+    if 2 * raw <= 5 * m and zeros > 0:
+        return round(m * math.log(m / zeros))  # Python's round: half to even, as the clause says
+    return raw
+
+
+class _KeyTable:
+    """The digest facts of the keys a call meets, computed once per distinct key: each key's
+    flat sketch cells (row i's cell at i * width + w(2 + i) mod width), its shard and its
+    HyperLogLog register and rank."""
+
+    def __init__(self, cfg: StreamConfig, keys: np.ndarray) -> None:
+        self.cfg = cfg
+        self.offsets = np.arange(cfg.sketch_depth, dtype=np.int64) * cfg.width
+        codes, distinct = pd.factorize(keys)
+        self.codes = codes.astype(np.int64)
+        words = digest_words(distinct.tolist() if len(keys) else [])
+        self.shard = (words[:, 0] % np.uint64(cfg.shards)).astype(np.int64)
+        self.cells: list[list[int]] = self._cells(words).tolist()
+        low = words[:, 1] & np.uint64((1 << HLL_INDEX_SHIFT) - 1)
+        # frexp's exponent of a value below 2**52 is its bit length (exact in a double; 0 for 0).
+        self.register = (words[:, 1] >> np.uint64(HLL_INDEX_SHIFT)).astype(np.int64)
+        self.rank = (HLL_INDEX_SHIFT + 1 - np.frexp(low.astype(np.float64))[1]).astype(np.uint8)
+
+    def _cells(self, words: np.ndarray) -> np.ndarray:
+        depth = self.cfg.sketch_depth
+        return (words[:, 2 : 2 + depth] % np.uint64(self.cfg.width)).astype(np.int64) + self.offsets
+
+    def cells_of(self, key: str) -> list[int]:
+        """The cells of one key (a victim of R30 read from state), without numpy's per-call cost."""
+        digest = hashlib.sha512(COMPACT_DOMAIN + key.encode("utf-8")).digest()
+        width = self.cfg.width
+        return [
+            int.from_bytes(digest[16 + 8 * row : 24 + 8 * row], "big") % width + row * width
+            for row in range(self.cfg.sketch_depth)
+        ]
+
+
+class _Sketch:
+    """A shard's frequency sketch (R28), max sketch (R29), registers (R34) and event count. A
+    key has at most six cells, so the per-event rule reads and writes Python lists (a numpy
+    call per cell costs more than the work); they come from and go back to raw arrays once per
+    call. An empty max-sketch cell is None."""
+
+    def __init__(self, cfg: StreamConfig, value: tuple[Any, ...] | None = None) -> None:
+        size = cfg.sketch_depth * cfg.width
+        if value is None:
+            self.events = 0
+            self.frequency: list[int] = [0] * size
+            self.high: list[int | None] = [None] * size
+            self.registers = np.zeros(HLL_REGISTERS, np.uint8)
+            return
+        self.events = int(value[4])
+        self.frequency = np.frombuffer(bytes(value[5]), np.int64).tolist()
+        high = np.frombuffer(bytes(value[6]), np.int64).tolist()
+        empty = np.frombuffer(bytes(value[7]), bool)
+        for cell in np.flatnonzero(empty).tolist():
+            high[cell] = None
+        self.high = high
+        self.registers = np.frombuffer(bytes(value[8]), np.uint8).copy()
+
+    def to_tuple(self, cfg: StreamConfig) -> tuple[Any, ...]:
+        empty = np.fromiter((v is None for v in self.high), bool, len(self.high))
+        high = np.fromiter((0 if v is None else v for v in self.high), np.int64, len(self.high))
+        return (
+            cfg.shards, cfg.exact_per_shard, cfg.sketch_depth, cfg.width, self.events,
+            np.array(self.frequency, np.int64).tobytes(), high.tobytes(), empty.tobytes(),
+            self.registers.tobytes(),
+        )  # fmt: skip
+
+    def count(self, cells: list[int], aging_period: int) -> None:
+        frequency = self.frequency
+        for cell in cells:
+            frequency[cell] += 1  # F065-R28: every event, before it is judged
+        self.events += 1
+        if self.events % aging_period == 0:
+            frequency[:] = [c >> 1 for c in frequency]  # F065-R28: aging halves, rounding down
+
+    def frequency_of(self, cells: list[int]) -> int:
+        frequency = self.frequency
+        return min([frequency[cell] for cell in cells])
+
+    def estimate(self, cells: list[int]) -> int | None:
+        values = [self.high[cell] for cell in cells]
+        if None in values:
+            return None  # F065-R29: an empty cell, no estimate
+        return min(values)  # type: ignore[type-var]
+
+    def write(self, cells: list[int], event_time: int) -> None:
+        high = self.high
+        for cell in cells:
+            old = high[cell]
+            if old is None or old < event_time:
+                high[cell] = event_time  # F065-R29: cells only rise
+
+
+def check_sketch_settings(value: tuple[Any, ...], cfg: StreamConfig, shard: int) -> None:
+    """A shard's sketch was written with this stream's shards, exact set and sketch shape, or the
+    checkpoint is refused: another shard count routes keys elsewhere, another width reads other cells."""
+    stored = (int(value[0]), int(value[1]), int(value[2]), int(value[3]))
+    expected = (cfg.shards, cfg.exact_per_shard, cfg.sketch_depth, cfg.width)
+    if stored != expected:
+        names = "(shards, exact keys per shard, sketch_depth, width)"
+        raise RuntimeError(
+            f"keyed_watermarks: shard {shard} of the checkpoint holds {names} = {stored}; this stream's "
+            f"settings give {expected}. Start from a new checkpoint, or keep the settings."
+        )
+
+
+class _Shard:
+    """One shard of a compact stream as a call holds it (F065-R27). ``exact``: key -> [maximum
+    event time, watermark, last activity, idle, its sketch cells or None until needed], least
+    recently active first (R13: the clock never goes back, so arrival order alone ranks
+    activity). ``sketch``: None when the call read only the exact keys (no event of the shard)."""
+
+    def __init__(self, exact: OrderedDict[str, list[Any]], sketch: _Sketch | None, estimate: int) -> None:
+        self.exact = exact
+        self.sketch = sketch
+        self.estimate = estimate
+        self.start = {k: (e[1], e[3]) for k, e in exact.items()}
+        self.changed = False
+        self._aggregate: Aggregate | None = None
+
+    def touch(self) -> None:
+        self.changed = True
+        self._aggregate = None
+
+    def aggregate(self) -> Aggregate:
+        if self._aggregate is None:
+            idle, low, high = 0, I64_MAX, I64_MIN
+            for _, wm, _, is_idle, _ in self.exact.values():
+                if is_idle:
+                    idle += 1
+                elif wm < low:
+                    low = wm
+                high = max(high, wm)
+            self._aggregate = Aggregate(len(self.exact), idle, low, high)
+        return self._aggregate
+
+    def summary_row(self, number: int) -> tuple[int, ...]:
+        agg = self.aggregate()
+        # Least recently active first: the first active entry has the earliest activity.
+        first_active = next((e[2] for e in self.exact.values() if not e[3]), I64_MAX)
+        return (number, agg.keys, agg.idle, agg.min_active, agg.max_wm, first_active, self.estimate)
+
+
+def pack_exact(exact: OrderedDict[str, list[Any]]) -> tuple[Any, ...]:
+    keys = np.array(list(exact), dtype=object) if exact else np.empty(0, object)
+    lengths, data = _pack_text(keys)
+    entries = list(exact.values())
+    numbers = np.array([e[:3] for e in entries], np.int64).reshape(-1, 3)
+    idle = np.array([e[3] for e in entries], bool)
+    return (lengths, data, numbers.tobytes(), idle.tobytes())
+
+
+def unpack_exact(value: tuple[Any, ...]) -> OrderedDict[str, list[Any]]:
+    keys = _unpack_text(bytes(value[0]), bytes(value[1])).tolist()
+    numbers = np.frombuffer(bytes(value[2]), np.int64).reshape(-1, 3).tolist()
+    idle = np.frombuffer(bytes(value[3]), bool).tolist()
+    return OrderedDict((k, [*n, i, None]) for k, n, i in zip(keys, numbers, idle, strict=True))
+
+
+@dataclass
+class _CompactBucket(_Reports):
+    """One call of the wide stage on one (stream, bucket) of a compact stream: the shards it
+    read, and the figures of those it did not."""
+
+    st: BucketState
+    cfg: StreamConfig
+    bucket: int
+    ordered: bool
+    shards: dict[int, _Shard]
+    rest: Aggregate = field(default_factory=Aggregate)
+    emitted: Aggregate = field(default_factory=Aggregate)
+    key_advances: int = 0
+    evicted: int = 0
+    estimated: int = 0
+    departures: dict[str, str] = field(default_factory=dict)  # F065-R35: how a key left the exact set
+
+    def aggregate(self) -> Aggregate:
+        total = self.rest
+        for shard in self.shards.values():
+            total = total + shard.aggregate()
+        return total
+
+    def estimate(self) -> int:
+        return self.estimated
+
+
+def process_compact_bucket(run: _CompactBucket, rows: pd.DataFrame, b: int, out: _Out) -> None:
+    """One batch of one bucket of a compact stream: segments and control rows in order (R16, R22),
+    the events of each shard one by one (R30)."""
+    st = run.st
+    calls = _calls(rows, run.bucket, run.ordered, st.clock, b, out)
+    rows, kind, key, et, tm, seq, home, is_tick, has_err, control = calls
+    n = len(rows)
+    shard = rows["kw_shard"].to_numpy(np.int64)
+    events = ~control
+    table = _KeyTable(run.cfg, key[events])
+    if not np.array_equal(table.shard[table.codes], shard[events]):
+        raise RuntimeError("keyed_watermarks: the JVM's shard of a key differs from its SHA-512 digest's")
+    row = np.full(n, -1, np.int64)
+    row[events] = table.codes
+
+    prev = 0
+    for c in np.flatnonzero(control).tolist():
+        if c > prev:
+            _compact_segment(
+                run, table, key[prev:c], row[prev:c], shard[prev:c], et[prev:c], seq[prev:c], b, out
+            )
+            run.summary(out, b, (int(seq[c]), 0))
+        if not has_err[c]:
+            _compact_control(run, kind[c], key[c], int(shard[c]), int(tm[c]), bool(home[c]), bool(is_tick[c]))
+            run.summary(out, b, (int(seq[c]), 1))
+        prev = c + 1
+    if prev < n:
+        _compact_segment(run, table, key[prev:], row[prev:], shard[prev:], et[prev:], seq[prev:], b, out)
+        run.summary(out, b, (LAST_CALL, 0))
+    for number, sh in run.shards.items():
+        if sh.sketch is None:
+            continue
+        # F065-R34: registers only grow and decide nothing within the batch: they take it at once.
+        mine = np.flatnonzero(table.shard == number)
+        if len(mine):
+            np.maximum.at(sh.sketch.registers, table.register[mine], table.rank[mine])
+            sh.estimate = hll_estimate(sh.sketch.registers)
+            sh.changed = True
+    _compact_key_changes(run, b, out)
+
+
+def _compact_segment(
+    run: _CompactBucket, table: _KeyTable, keys: np.ndarray, rows: np.ndarray, shards: np.ndarray,
+    times: np.ndarray, seq: np.ndarray, b: int, out: _Out,
+) -> None:  # fmt: skip
+    """F065-R30: this bucket's events of one segment, each in arrival order against its shard."""
+    cfg = run.cfg
+    delay, capacity, period = cfg.bounded_delay, cfg.exact_per_shard, cfg.aging_period
+    clock = run.st.clock
+    m = len(keys)
+    kwm = np.zeros(m, np.int64)
+    kwm_null = np.zeros(m, bool)
+    late = np.zeros(m, bool)
+    for j, (k, r, s, t) in enumerate(zip(keys.tolist(), rows.tolist(), shards.tolist(), times.tolist())):
+        sh = run.shards[s]
+        sketch = sh.sketch
+        assert sketch is not None  # a shard with events is read whole
+        cells = table.cells[r]
+        sketch.count(cells, period)  # step 1
+        entry = sh.exact.get(k)
+        if entry is not None:  # step 2: exactly the keyed tracker (R2, R3, R11)
+            wm = entry[1]
+            kwm[j] = wm
+            late[j] = t < wm
+            entry[2], entry[3], entry[4] = clock, False, cells
+            sh.exact.move_to_end(k)
+            if t > entry[0]:
+                entry[0] = t
+                if max(I64_MIN, t - delay) > wm:
+                    entry[1] = max(I64_MIN, t - delay)
+                    run.key_advances += 1
+            continue
+        estimate = sketch.estimate(cells)  # step 3: judged by the estimate (R29)
+        judged = None if estimate is None else max(I64_MIN, estimate - delay)
+        if judged is None:
+            kwm_null[j] = True
+        else:
+            kwm[j] = judged
+            late[j] = t < judged
+        top = t if estimate is None else max(estimate, t)
+        enters = len(sh.exact) < capacity
+        if not enters:
+            victim = next(iter(sh.exact))  # the least recently active exact key (R13)
+            victim_cells = sh.exact[victim][4] or table.cells_of(victim)
+            if sketch.frequency_of(cells) > sketch.frequency_of(victim_cells):  # strictly more
+                sketch.write(victim_cells, sh.exact.pop(victim)[0])  # the demoted key's time stays
+                run.evicted += 1
+                run.departures[victim] = "sketched"
+                enters = True
+        if enters:
+            # A promoted key keeps its estimate: a fresh start would let late events through.
+            sh.exact[k] = [top, max(I64_MIN, top - delay), clock, False, cells]
+            run.departures.pop(k, None)
+        else:
+            sketch.write(cells, t)
+        if judged is None or max(I64_MIN, top - delay) > judged:
+            run.key_advances += 1
+    for s in np.unique(shards).tolist():
+        run.shards[s].touch()
+    out.add(
+        "events", m, batch=b, seq=(seq, np.full(m, not run.ordered)), key=keys, event_time=times,
+        key_watermark=(kwm, kwm_null), verdict=np.where(late, "late", "on_time").astype(object),
+        kw_route=run.bucket,
+    )  # fmt: skip
+
+
+def _compact_control(
+    run: _CompactBucket, kind: str, key: Any, shard: int, time: int, home: bool, tick: bool
+) -> None:
+    """F065-R31: clock, idle and remove_key concern exact keys only."""
+    if kind in ("clock", "tick"):
+        if tick and time <= run.st.clock:
+            return  # a processing-time tick never moves the clock back
+        run.st.clock = time
+        timeout = run.cfg.idle_timeout
+        for loaded in run.shards.values():
+            for entry in loaded.exact.values():
+                if time - entry[2] <= timeout:
+                    break  # least recently active first: every later key is as recent (F065-R10)
+                if not entry[3]:
+                    entry[3] = True
+                    loaded.touch()
+        return
+    sh = run.shards.get(shard) if home else None
+    if sh is None or key not in sh.exact:
+        return  # another bucket's key, or no exact key: nothing changes (R9, R17, R31)
+    if kind == "idle":
+        if not sh.exact[key][3]:
+            sh.exact[key][3] = True
+            sh.touch()
+    elif kind == "remove_key":
+        del sh.exact[key]  # F065-R31: its cells stay in the sketches
+        run.departures[key] = "removed"
+        sh.touch()
+
+
+def _compact_key_changes(run: _CompactBucket, b: int, out: _Out) -> None:
+    """F065-R22, R35: exact keys whose (watermark, state) changed; a key that left says how."""
+    keys: list[str] = []
+    wms: list[int | None] = []
+    states: list[str] = []
+    for sh in run.shards.values():
+        end = {k: (e[1], e[3]) for k, e in sh.exact.items()}
+        for k in sh.start.keys() | end.keys():
+            now = end.get(k)
+            if sh.start.get(k) == now:
+                continue
+            keys.append(k)
+            wms.append(None if now is None else now[0])
+            states.append(run.departures.get(k, "removed") if now is None else "idle" if now[1] else "active")
+    if keys:
+        gone = np.array([w is None for w in wms])
+        out.add(
+            "keys", len(keys), batch=b, key=np.array(keys, dtype=object),
+            watermark=(np.array([w or 0 for w in wms], np.int64), gone),
+            state=np.array(states, dtype=object), kw_route=run.bucket,
+        )  # fmt: skip
+
+
 # ---- the two stages -----------------------------------------------------------
 
 
@@ -857,7 +1389,7 @@ def _collapse_ticks(pdf: pd.DataFrame) -> pd.DataFrame:
 
 _DEFAULTS: dict[str, Any] = {
     "kw_seq": np.int64(0), "kw_kind": "event", "kw_value": np.int64(0), "kw_time": np.int64(0),
-    "kw_time_null": True,
+    "kw_time_null": True, "kw_shard": np.int64(-1),
 }  # fmt: skip
 
 
@@ -876,6 +1408,10 @@ class KeyBucketProcessor(WideStage):
     def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.bucket_state = handle.getValueState("bucket", BUCKET_SCHEMA)
         self.blocks = handle.getMapState("blocks", "sub int", BLOCK_SCHEMA)
+        # F065-R37: a compact stream's shards, the exact keys apart from the sketches, so that a
+        # clock, idle or remove_key row reads only the exact keys.
+        self.shard_keys = handle.getMapState("shard_keys", "shard long", SHARD_KEYS_SCHEMA)
+        self.shard_sketches = handle.getMapState("shard_sketches", "shard long", SHARD_SKETCH_SCHEMA)
 
     def process(
         self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
@@ -891,11 +1427,85 @@ class KeyBucketProcessor(WideStage):
             BucketState.from_tuple(stored, self.buckets) if stored is not None
             else BucketState(self.buckets)
         )  # fmt: skip
+        if len(st.subs) and (st.level == COMPACT_LAYOUT) != cfg.compact:
+            held, given = ("exact", "compact") if cfg.compact else ("compact", "exact")
+            raise RuntimeError(
+                f"keyed_watermarks: stream {stream_id!r}: the checkpoint holds the {held} tracker's state; "
+                f"this stream's settings ask for the {given} tracker. Start from a new checkpoint."
+            )
         out = _Out(stream_id)
         for b, part in batches_in(pdf, "kw_batch", True, 0):
-            self._batch(st, cfg, bucket, part, b, out)
+            if cfg.compact:
+                self._compact_batch(st, cfg, bucket, part, b, out)
+            else:
+                self._batch(st, cfg, bucket, part, b, out)
         self.bucket_state.update(st.to_tuple())
         yield out.masked_frame(NULL_MASK)
+
+    def _compact_batch(
+        self, st: BucketState, cfg: StreamConfig, bucket: int, rows: pd.DataFrame, b: int, out: _Out
+    ) -> None:
+        """F065-R26..R37: read the shards the batch touches, apply it, write them back."""
+        st.level = COMPACT_LAYOUT
+        kind = rows["kw_kind"].to_numpy(object)
+        keyed = pd.notna(rows["kw_key"].to_numpy(object))
+        shard = rows["kw_shard"].to_numpy(np.int64)
+        with_events = np.unique(shard[keyed & (kind == "event") & ~rows["kw_et_null"].to_numpy(bool)])
+        home = rows["kw_home"].to_numpy(np.int64) == bucket
+        marked = shard[keyed & ((kind == "idle") | (kind == "remove_key")) & home]
+        subs = st.subs
+        known = subs[:, 0]
+        want = np.union1d(with_events, np.intersect1d(marked, known))
+        timed = ((kind == "clock") | (kind == "tick")) & ~rows["kw_time_null"].to_numpy(bool)
+        if timed.any() and len(subs):
+            cutoff = int(rows["kw_time"].to_numpy(np.int64)[timed].max()) - cfg.idle_timeout
+            if cutoff > I64_MIN:  # shards with an active key whose activity may be older (F065-R10)
+                may_idle = (subs[:, 1] > subs[:, 2]) & (subs[:, 5] < cutoff)
+                want = np.union1d(want, known[may_idle])
+        read = np.isin(known, want)
+        stored = dict(zip(known[read].tolist(), subs[read, 6].tolist(), strict=True))
+        state_calls = 1  # the bucket state read
+        shards: dict[int, _Shard] = {}
+        with_events_set = set(with_events.tolist())
+        for number in want.tolist():
+            exact: OrderedDict[str, list[Any]] = OrderedDict()
+            sketch = None
+            if number in stored:
+                exact = unpack_exact(self._read_value(self.shard_keys, number, bucket))
+                state_calls += 1
+            if number in with_events_set:
+                value = self._read_value(self.shard_sketches, number, bucket) if number in stored else None
+                if value is not None:
+                    check_sketch_settings(value, cfg, number)
+                    state_calls += 1
+                sketch = _Sketch(cfg, value)
+            shards[number] = _Shard(exact, sketch, stored.get(number, 0))
+        run = _CompactBucket(st, cfg, bucket, self.ordered, shards, rest=_rest(subs[~read]))
+        run.emitted = run.aggregate()
+        pieces = len(out.pieces)
+        process_compact_bucket(run, rows, b, out)
+        python_calls = 1 + any(cols["output"] != "summary" for _, cols in out.pieces[pieces:])
+        new_rows = []
+        for number, sh in shards.items():
+            if sh.changed:
+                self.shard_keys.updateValue((number,), pack_exact(sh.exact))
+                state_calls += 1
+            if sh.sketch is not None:
+                self.shard_sketches.updateValue((number,), sh.sketch.to_tuple(cfg))
+                state_calls += 1
+            new_rows.append(sh.summary_row(number))
+        st.subs = np.concatenate(
+            [subs[~read], np.array(new_rows, np.int64).reshape(-1, len(_SUMMARY_FIELDS))]
+        )
+        run.estimated = int(st.subs[:, 6].sum())
+        state_calls += 1  # the bucket state write
+        run.summary(out, b, (LAST_CALL, 1), final=True, state_calls=state_calls, python_calls=python_calls)
+
+    def _read_value(self, state: Any, number: int, bucket: int) -> tuple[Any, ...]:
+        value = state.getValue((number,))
+        if value is None:  # the summary lists only shards that hold a value
+            raise RuntimeError(f"keyed_watermarks: shard {number} of bucket {bucket} is missing")
+        return tuple(value)
 
     def _batch(
         self, st: BucketState, cfg: StreamConfig, bucket: int, rows: pd.DataFrame, b: int, out: _Out
@@ -975,7 +1585,7 @@ class KeyBucketProcessor(WideStage):
                 sub, len(krows), int(idle.sum()),
                 int(t.wm[krows][act].min()) if act.any() else I64_MAX,
                 int(t.wm[krows].max()) if len(krows) else I64_MIN,
-                int(t.last[krows][act].min()) if act.any() else I64_MAX,
+                int(t.last[krows][act].min()) if act.any() else I64_MAX, 0,
             ))  # fmt: skip
         new_rows = np.array(rows_out, np.int64).reshape(-1, len(_SUMMARY_FIELDS))
         st.subs = np.concatenate([others, new_rows])
@@ -1007,8 +1617,12 @@ class StreamSummaryProcessor(SecondStage):
 
     columns = (*OUTPUT_COLUMNS, NULL_MASK)
 
-    def __init__(self, buckets: int) -> None:
+    def __init__(
+        self, buckets: int, compact_default: bool = False, compact_streams: Mapping[str, bool] | None = None
+    ) -> None:
         self.buckets = buckets
+        self.compact_default = compact_default  # F065-R35: estimated_keys is null for other streams
+        self.compact_streams = dict(compact_streams or {})
 
     def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("stream", STREAM_SCHEMA)
@@ -1017,14 +1631,18 @@ class StreamSummaryProcessor(SecondStage):
         stored = self.state.get()
         st = StreamState.from_tuple(stored, self.buckets) if stored is not None else StreamState(self.buckets)
         out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+        compact = self.compact_streams.get(stream_id, self.compact_default)
         for b, part in batches_in(rows, "batch", True, 0):
-            summarise_batch(st, part, b, out)
+            summarise_batch(st, part, b, out, compact)
         self.state.update(st.to_tuple())
         return out.masked_frame(NULL_MASK)
 
 
-def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows) -> None:
-    """F065-R5..R8, R19, R22: the global watermark after every call, the progress row."""
+def summarise_batch(
+    st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows, compact: bool = False
+) -> None:
+    """F065-R5..R8, R19, R22: the global watermark after every call, the progress row; for a
+    compact stream also estimated_keys, the sum of the buckets' latest estimates (R34, R35)."""
     rows = rows.sort_values(["s_call_seq", "s_call_part"], kind="stable")
     call = rows[["s_call_seq", "s_call_part"]].to_numpy(np.int64)
     bucket = rows["s_bucket"].to_numpy(np.int64)
@@ -1033,20 +1651,24 @@ def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows
     start = 0
     for end in ends:
         before = st.global_watermark()
-        st.summaries[bucket[start : end + 1]] = figures[start : end + 1]  # later rows win
+        st.summaries[bucket[start : end + 1], :4] = figures[start : end + 1]  # later rows win
         after = st.global_watermark()
         if after is not None and (before is None or after > before):  # F065-R8
             st.global_advances += 1
         start = end + 1
     st.key_advances += int(rows["s_key_advances"].sum())
     st.evicted += int(rows["s_evicted"].sum())
+    final = (call[:, 0] == LAST_CALL) & (call[:, 1] == 1)
+    st.summaries[bucket[final], 4] = rows["s_estimated"].to_numpy(np.int64)[final]
     s = st.summaries
     total, idle = int(s[:, 0].sum()), int(s[:, 1].sum())
     g = st.global_watermark()
+    estimated = int(s[:, 4].sum())
     out.add(
         "progress", 1, batch=b, global_watermark=(np.array([g or 0]), np.array([g is None])),
         total_keys=total, active_keys=total - idle, idle_keys=idle, evicted_keys=st.evicted,
         global_advances=st.global_advances, key_advances=st.key_advances,
+        estimated_keys=(np.array([estimated]), np.array([not compact])),
         python_calls=int(rows["s_python_calls"].sum()) + 1, state_calls=int(rows["s_state_calls"].sum()) + 2,
     )  # fmt: skip
 
@@ -1074,7 +1696,7 @@ def keyed_watermarks(
     bounded_delay_ms: int = 5000,
     idle_timeout_ms: int = 60000,
     max_keys: int | None = None,
-    eviction_policy: str = "LeastRecentlyActive",
+    eviction_policy: str = DEFAULT_POLICY,
     window_size_ms: int | None = None,
     stream_id_col: str | None = None,
     seq_col: str | None = None,
@@ -1086,27 +1708,51 @@ def keyed_watermarks(
     processing_time_col: str | None = None,
     buckets: int | None = None,
     block_keys: int = DEFAULT_BLOCK_KEYS,
+    exact_key_count: int | None = None,
+    sketch_error_rate: float = DEFAULT_SKETCH_ERROR_RATE,
+    sketch_depth: int = DEFAULT_SKETCH_DEPTH,
+    shards: int = 1,
 ) -> KeyedWatermarkStreams:
     """Applies F065 keyed watermarks to a streaming DataFrame (see the module docstring).
 
     ``buckets``: groups per stream in the wide stage (default: 4 per shuffle partition of the
     session), fixed in the checkpoint. ``block_keys``: the keys a state value of a bucket holds
     on average before the bucket splits a block (linear hashing); any value is safe to change.
+
+    ``exact_key_count`` (an int >= 1) makes every stream without its own settings use the
+    compact tracker (F065-R26..R37): that many keys held exactly over all ``shards``, the rest
+    judged by a max sketch of ``sketch_depth`` rows (1..6) of ceil(e / ``sketch_error_rate``)
+    cells, so the state is bounded whatever the key count; it may call an on-time event late,
+    never a late one on time (R32). It cannot be combined with ``max_keys``,
+    ``window_size_ms`` or an ``eviction_policy`` other than the default. ``shards``
+    (1..exact_key_count) is part of the answer (R27); the shard count, the exact keys per
+    shard and the sketch shape are fixed in the checkpoint.
+    ``progress.estimated_keys`` is the compact streams' distinct-key estimate (R34).
+
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
 
-    default, per_stream = stream_settings(
-        validate_config,
-        {
-            "bounded_delay": bounded_delay_ms,
-            "idle_timeout": idle_timeout_ms,
-            "max_keys": max_keys,
-            "eviction_policy": eviction_policy,
-            "window_size": window_size_ms,
-        },
-        stream_configs,
-    )
+    settings: dict[str, Any] = {
+        "bounded_delay": bounded_delay_ms,
+        "idle_timeout": idle_timeout_ms,
+        "max_keys": max_keys,
+        "window_size": window_size_ms,
+    }
+    if exact_key_count is None or eviction_policy != DEFAULT_POLICY:
+        settings["eviction_policy"] = eviction_policy  # the compact tracker refuses one given (R26)
+    compact_settings = {
+        "sketch_error_rate": sketch_error_rate,
+        "sketch_depth": sketch_depth,
+        "shards": shards,
+    }
+    if exact_key_count is not None:
+        settings.update(exact_key_count=exact_key_count, **compact_settings)
+    else:
+        changed = sorted(k for k, v in compact_settings.items() if v != _COMPACT_DEFAULTS[k])
+        if changed:
+            raise InvalidConfig(f"{changed} need exact_key_count (the compact tracker, F065-R26)")
+    default, per_stream = stream_settings(validate_config, settings, stream_configs)
     buckets = default_buckets(df.sparkSession) if buckets is None else _require_int("buckets", buckets, 1)
     block_keys = _require_int("block_keys", block_keys, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
@@ -1158,21 +1804,53 @@ def keyed_watermarks(
         rows = with_ticks(rows, F.col("kw_processing_time"), "kw_").drop("kw_processing_time")
     kind = F.col("kw_kind") if kind_col or processing_time_col else F.lit("event")
     key_hash = F.xxhash64(F.col("kw_key"))
+    unit = key_hash
+    if default.compact or any(c.compact for c in per_stream.values()):
+        # F065-R27: a compact stream's key goes to the bucket of its shard, computed in the JVM.
+        stream_shards = _compact_shard_counts(default, per_stream)
+        shard = F.when(stream_shards > 0, compact_shard(F.col("kw_key"), stream_shards))
+        rows = rows.withColumn("kw_shard", F.coalesce(shard, F.lit(-1).cast("long")))
+        unit = F.when(stream_shards > 0, F.col("kw_shard")).otherwise(key_hash)
     whole = _streams_with_max_keys(default, per_stream)
     rows = rows.withColumn("kw_hash", key_hash).withColumn(
-        "kw_home", F.when(whole, F.lit(0)).otherwise(F.pmod(key_hash, F.lit(buckets))).cast("long")
+        "kw_home", F.when(whole, F.lit(0)).otherwise(F.pmod(unit, F.lit(buckets))).cast("long")
     )
     is_event = (kind == "event") & F.col("kw_key").isNotNull() & ~F.col("kw_et_null")
-    rows = to_buckets(rows, buckets, key_hash, is_event, kind == "batch_end", whole, "kw_bucket")
+    rows = to_buckets(rows, buckets, unit, is_event, kind == "batch_end", whole, "kw_bucket")
     first = KeyBucketProcessor(default, per_stream, seq_col is not None, buckets, block_keys)
-    both = two_stages(
-        rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA, StreamSummaryProcessor(buckets), PASS_SCHEMA
-    )
+    narrow = StreamSummaryProcessor(buckets, default.compact, {s: c.compact for s, c in per_stream.items()})
+    both = two_stages(rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
     tables = table_projections(output, TABLE_COLUMNS)
     return KeyedWatermarkStreams(
         output=output, late=tables["events"].filter(F.col("verdict") == "late"), **tables
     )
+
+
+def compact_shard(key: Any, shards: Any) -> Any:
+    """F065-R27 in the JVM: w0 mod ``shards``, w0 the first 8 bytes (big-endian, unsigned) of
+    SHA-512 of the domain prefix and the key's UTF-8 bytes. ``sha2`` gives hex; 16 hex digits
+    are converted to a decimal(20,0), which holds every unsigned 64-bit value, and reduced there."""
+    from pyspark.sql import functions as F
+
+    digest = F.sha2(F.concat(F.lit(COMPACT_DOMAIN), key.cast("binary")), 512)
+    w0 = F.conv(F.substring(digest, 1, 16), 16, 10).cast("decimal(20,0)")
+    return (w0 % shards.cast("decimal(20,0)")).cast("long")
+
+
+def _compact_shard_counts(default: StreamConfig, per_stream: Mapping[str, StreamConfig]) -> Any:
+    """Each row's stream's shard count (F065-R27), 0 for a stream without the compact tracker."""
+    from pyspark.sql import functions as F
+
+    def count(c: StreamConfig) -> int:
+        return c.shards if c.compact else 0
+
+    fallback = F.lit(count(default)).cast("long")
+    own = sorted((s, count(c)) for s, c in per_stream.items() if count(c) != count(default))
+    if not own:
+        return fallback
+    table = F.create_map(*(F.lit(x) for pair in own for x in (pair[0], pair[1])))
+    return F.coalesce(F.try_element_at(table, F.col("kw_sid")).cast("long"), fallback)
 
 
 def _streams_with_max_keys(default: StreamConfig, per_stream: Mapping[str, StreamConfig]) -> Any:
