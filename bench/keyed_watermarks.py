@@ -15,7 +15,15 @@ the start-up cost), the median ratio of paired runs, and state bytes per key
 (the RocksDB ``state/`` folder of each checkpoint).
 A benchmark reports figures; it asserts nothing.
 
+With ``--state-bytes`` it measures memory instead (F065-R36): every key sends
+one event (``--keys`` distinct keys, default 1M and 10M, in 10 micro-batches),
+through the exact tracker and through the compact tracker at two sizes
+(COMPACT_SIZES), and prints the live bytes of every state variable at the end
+(keys and values as stored, read with Spark's state data source), per key, and
+the compact tracker's bound from R36.
+
     python bench/keyed_watermarks.py                      # 1M events, 1,000 and 100,000 keys
+    python bench/keyed_watermarks.py --state-bytes        # state of exact vs compact at 1M and 10M keys
     python bench/keyed_watermarks.py --events 100000      # a quick run
     python bench/keyed_watermarks.py --events 600000 --batches 6 --keys 10000 100000 --max-keys
     SPARK_REMOTE=local[2] python bench/keyed_watermarks.py --events 100000
@@ -32,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure  # noqa: E402 - bench/measure.py, the shared timing helpers
 
 
-def make_events(path: str, events: int, keys: int, batches: int, seed: int) -> None:
+def make_events(path: str, events: int, keys: int, batches: int, seed: int, distinct: bool = False) -> None:
     import numpy as np
     import pyarrow as pa
 
@@ -43,7 +51,8 @@ def make_events(path: str, events: int, keys: int, batches: int, seed: int) -> N
     batch = np.repeat(np.arange(batches, dtype=np.int64), per)
     n = len(batch)
     seq = np.tile(np.arange(per, dtype=np.int64), batches)
-    key_ids = rng.integers(0, keys, n)
+    # distinct: each key once, in random order (events = keys); otherwise keys drawn uniformly.
+    key_ids = rng.permutation(keys)[:n] if distinct else rng.integers(0, keys, n)
     # event time grows with arrival, with up to 10 s of disorder
     event_time = 1_700_000_000_000 + np.arange(n, dtype=np.int64) * 10 - rng.integers(0, 10_000, n)
     names = np.char.add("key-", key_ids.astype(str)).astype(object)
@@ -108,6 +117,47 @@ def bench(
         f"{state_kw / keys:.1f}, plain {state_plain / keys:.1f}"
     )
 
+# (exact_key_count, sketch_error_rate, sketch_depth): a small and a large compact tracker.
+COMPACT_SIZES = ((10_000, 0.01, 4), (100_000, 0.001, 4))
+COMPACT_SHARDS = 8
+
+
+def compact_bound_bytes(settings: dict[str, Any], key_bytes: int) -> int:
+    """F065-R36: exact entries (key + five 8-byte integers), two sketches of 8-byte cells, 4096 registers and
+    two integers per shard."""
+    import math
+
+    width = math.ceil(math.e / settings["sketch_error_rate"])
+    per_shard = 2 * settings["sketch_depth"] * width * 8 + 4096 + 2 * 8
+    return int(settings["exact_key_count"] * (key_bytes + 5 * 8) + settings["shards"] * per_shard)
+
+
+def state_bytes(spark: Any, keys: int, batches: int, partitions: int, work: str) -> None:
+    from spark_impl.keyed_watermarks import keyed_watermarks
+
+    path = os.path.join(work, f"distinct-{keys}.parquet")
+    make_events(path, keys, keys, batches, seed=keys, distinct=True)
+    key_bytes = len(f"key-{keys - 1}")
+    variants: list[tuple[str, dict[str, Any]]] = [("exact", {})]
+    for count, rate, depth in COMPACT_SIZES:
+        settings = {"exact_key_count": count, "sketch_error_rate": rate, "sketch_depth": depth}
+        settings["shards"] = COMPACT_SHARDS
+        variants.append((f"compact {count:,} exact, error {rate}, depth {depth}", settings))
+    print(f"\n{keys:,} distinct keys, one event each, {batches} micro-batches")
+    print("| tracker | state bytes | bytes/key | R36 bound | events/s |")
+    print("|---|---|---|---|---|")
+    for name, settings in variants:
+        ckpt = os.path.join(work, f"ckpt-state-{keys}-{len(name)}-{settings.get('exact_key_count', 0)}")
+        kw = keyed_watermarks(
+            measure.trace_stream(spark, path, partitions), key_col="key", event_time_col="event_time",
+            seq_col="seq", batch_col="batch", **settings,
+        )  # fmt: skip
+        run = measure.run_query(kw.output, "append", ckpt)
+        total = sum(measure.live_state_bytes(spark, ckpt).values())
+        bound = f"{compact_bound_bytes(settings, key_bytes):,}" if settings else "-"
+        print(f"| {name} | {total:,} | {total / keys:.1f} | {bound} | {run.rate():,.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -118,9 +168,17 @@ def main() -> None:
     parser.add_argument(
         "--max-keys", action="store_true", help="also run with max_keys = the key count (F065-R12)"
     )
+    parser.add_argument(
+        "--state-bytes", action="store_true", help="state bytes of exact vs compact trackers (F065-R36)"
+    )
     args = parser.parse_args()
 
     with measure.spark_workdir("kw-bench-") as (spark, work):
+        if args.state_bytes:
+            keys_list = args.keys if args.keys != parser.get_default("keys") else [1_000_000, 10_000_000]
+            for keys in keys_list:
+                state_bytes(spark, keys, args.batches, args.partitions, work)
+            return
         for keys in args.keys:
             bench(spark, args.events, keys, args.batches, args.partitions, args.repeats, work, args.max_keys)
 

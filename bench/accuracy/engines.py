@@ -26,6 +26,11 @@ operator per key keeps the trigger cost per key). Spark runs
 ``spark_impl.keyed_watermarks.keyed_watermarks`` on the same micro-batches
 (the ``trace`` source, Trigger.AvailableNow) and writes the late events, the
 fired windows and the progress rows to parquet.
+
+The keyed oracle run also keeps every vehicle's final watermark: compact.py
+derives the compact tracker's accuracy from final watermarks, and run.py
+checks that derivation against the keyed kind's window operators. The compact
+tracker itself runs in compact.py, on the oracle only.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
+import compact
 import measure
 import numpy as np
 from variants import BOUND_MS, WINDOW_MS, Stream
@@ -52,8 +58,9 @@ class Outcome:
     windows: np.ndarray  # fired windows, rows (key index, window_start, count), sorted
     tracked_keys: int
     open_windows: int | None  # oracle only
-    state_bytes: int | None  # Spark only: the operator's state value
+    state_bytes: int | None  # Spark only: the live bytes of the state of both stages
     seconds: float
+    final_watermark: np.ndarray | None = None  # oracle only: per vehicle index, compact.NO_WATERMARK for none
 
     @property
     def counted(self) -> int:
@@ -115,6 +122,7 @@ def run_oracle(stream: Stream, kind: str) -> Outcome:
         open_windows=sum(len(op.open_windows) for op in operators.values()),
         state_bytes=None,
         seconds=seconds,
+        final_watermark=compact.final_watermarks(tracker, stream) if kind == "keyed" else None,
     )
 
 
@@ -179,17 +187,8 @@ def run_spark(spark: Any, trace_path: str, stream: Stream, kind: str, work: str)
 
 
 def _state_bytes(spark: Any, checkpoint: str) -> int:
-    """Bytes of the operator's state value at the last batch (both blobs), read with the statestore reader."""
-    from pyspark.sql import functions as F
-
-    value = (
-        spark.read.format("statestore")
-        .option("stateVarName", "keyed_watermarks")
-        .load(checkpoint)
-        .select(F.sum(F.length("value.keys") + F.length("value.windows")).alias("b"))
-        .first()
-    )
-    return int(value["b"] or 0) if value is not None else 0
+    """Bytes of the operator's state at the last batch: every state variable of both stages."""
+    return sum(measure.live_state_bytes(spark, checkpoint).values())
 
 
 def windows_fired_per_vehicle(stream: Stream, outcome: Outcome, kind: str) -> int:
