@@ -651,7 +651,7 @@ HLL_STANDARD_ERROR = 1.04 / math.sqrt(4096)
 
 
 @pytest.mark.clauses("F065-R34")
-@pytest.mark.parametrize("distinct", [1_000, 10_000, 100_000])
+@pytest.mark.parametrize("distinct", [1_000, 10_000, 30_000])
 def test_estimated_keys_is_within_three_standard_errors(distinct: int) -> None:
     """Fixed keys device-0 .. device-(n-1), each once."""
     tracker = CompactKeyedWatermarkTracker(
@@ -723,19 +723,19 @@ def _keyed_verdicts(delay: int, seed: int, distinct: int, events: int) -> tuple[
 @pytest.mark.clauses("F065-R33")
 @pytest.mark.parametrize("error_rate", [0.01, 0.001])
 def test_the_share_of_events_late_only_for_the_compact_tracker_is_within_the_bound(error_rate: float) -> None:
-    """A skewed stream of 200,000 events over 20,000 keys, exact_key_count 1000 in 8 shards (the
+    """A skewed stream of 80,000 events over 8,000 keys, exact_key_count 1000 in 8 shards (the
     oracle looks for a victim through its shard's exact keys, one by one), depth 4. The share of events
     the compact tracker calls late and the keyed tracker does not is at most the share of exposed
     events times (1 - (1 - 1/width)^n)^depth (at most (n / width)^depth), n the keys written to that
     shard's max sketch in this run (deterministic: a fixed seed)."""
     delay, depth = 1000, 4
-    stream = _zipf_stream(seed=65, distinct=20_000, events=200_000)
+    stream = _zipf_stream(seed=65, distinct=8_000, events=80_000)
     config = CompactKeyedWatermarkConfig(
         exact_key_count=1000, sketch_error_rate=error_rate, sketch_depth=depth, shards=8, bounded_delay=delay
     )
     compact = _SketchWatch(config)
     judged = compact.apply_batch(stream).outcomes
-    keyed = _keyed_verdicts(delay, seed=65, distinct=20_000, events=200_000)
+    keyed = _keyed_verdicts(delay, seed=65, distinct=8_000, events=80_000)
     assert compact.demotions == compact.metrics().evicted_keys  # the watch saw every demotion
     late_only = sum(1 for c, k in zip(judged, keyed, strict=True) if c.verdict == "late" and k == "on_time")
     width = math.ceil(math.e / error_rate)
