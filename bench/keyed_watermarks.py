@@ -132,14 +132,15 @@ def compact_bound_bytes(settings: dict[str, Any], key_bytes: int) -> int:
     return int(settings["exact_key_count"] * (key_bytes + 5 * 8) + settings["shards"] * per_shard)
 
 
-def state_bytes(spark: Any, keys: int, batches: int, partitions: int, work: str) -> None:
+def state_bytes(spark: Any, keys: int, batches: int, partitions: int, work: str, sizes: int) -> None:
     from spark_impl.keyed_watermarks import keyed_watermarks
 
     path = os.path.join(work, f"distinct-{keys}.parquet")
     make_events(path, keys, keys, batches, seed=keys, distinct=True)
     key_bytes = len(f"key-{keys - 1}")
-    variants: list[tuple[str, dict[str, Any]]] = [("exact", {})]
-    for count, rate, depth in COMPACT_SIZES:
+    # sizes < 0: the exact tracker alone; fewer than all: those compact sizes alone; all: every tracker
+    variants: list[tuple[str, dict[str, Any]]] = [("exact", {})] if sizes in (-1, len(COMPACT_SIZES)) else []
+    for count, rate, depth in COMPACT_SIZES[: max(sizes, 0)]:
         settings = {"exact_key_count": count, "sketch_error_rate": rate, "sketch_depth": depth}
         settings["shards"] = COMPACT_SHARDS
         variants.append((f"compact {count:,} exact, error {rate}, depth {depth}", settings))
@@ -171,13 +172,17 @@ def main() -> None:
     parser.add_argument(
         "--state-bytes", action="store_true", help="state bytes of exact vs compact trackers (F065-R36)"
     )
+    parser.add_argument(
+        "--compact-sizes", type=int, default=len(COMPACT_SIZES),
+        help="with --state-bytes: the first N compact sizes alone; -1: the exact tracker alone",
+    )  # fmt: skip
     args = parser.parse_args()
 
     with measure.spark_workdir("kw-bench-") as (spark, work):
         if args.state_bytes:
             keys_list = args.keys if args.keys != parser.get_default("keys") else [1_000_000, 10_000_000]
             for keys in keys_list:
-                state_bytes(spark, keys, args.batches, args.partitions, work)
+                state_bytes(spark, keys, args.batches, args.partitions, work, args.compact_sizes)
             return
         for keys in args.keys:
             bench(spark, args.events, keys, args.batches, args.partitions, args.repeats, work, args.max_keys)
