@@ -287,7 +287,7 @@ def exact_tracker_bytes(names: list[str]) -> int:
 
 
 def compact_state_bytes(config: CompactKeyedWatermarkConfig, longest_key_bytes: int) -> int:
-    """R36's bound: shards x (exact_per_shard x (key + 5 x 8) + 2 x depth x width x 8 + 4096 + 3 x 8)."""
+    """R36's bound: shards x (exact_per_shard x (key + 5 x 8) + 2 x depth x width x 8 + 4096 + 2 x 8)."""
     per_shard = (
         config.exact_per_shard * (longest_key_bytes + ENTRY_INTEGERS * 8)
         + 2 * config.sketch_depth * config.width * CELL_BYTES

@@ -292,7 +292,7 @@ busiest keys exactly buys on top.
   first write) times `(1 - (1 - 1/width)^n)^depth`, `n` being the keys written to the max
   sketch over the run.
 - **State** is R36's bound: `shards x (floor(exact_key_count / shards) x (key bytes + 5 x 8)
-  + 2 x depth x width x 8 + 4096 + 3 x 8)` bytes, with the longest vehicle name as the key;
+  + 2 x depth x width x 8 + 4096 + 2 x 8)` bytes, with the longest vehicle name as the key;
   the keyed tracker by the same accounting is `tracked keys x (key bytes + 5 x 8)` (its
   keyed windows not counted).
 - Spark does not run the compact kind in this benchmark: the suite's differential tests
