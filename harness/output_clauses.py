@@ -306,16 +306,15 @@ SHOWN: dict[str, AreaClauses] = {
         refusal=("VELO-R1", "VELO-R2", "VELO-R3", "VELO-R4", "VELO-R7"),
         tables={
             "emitted": TableClauses(
-                # out_seq numbers the output, so a wrong release order shows in the values at each place
-                key=("batch", "out_seq"),
-                # R20: clock items emit nothing in event-time mode; R21: no flush at the end
+                # an output item is named by its batch, kind and input item (a watermark by its value):
+                # a tuple released in the wrong batch or not at all is a missing row
+                key=("batch", "kind", "arrival_batch", "arrival_seq", "watermark"),
+                # R20: clock items emit nothing in event-time mode; R21: the flush at the end
                 rows=("VELO-R9", "VELO-R12", "VELO-R14", "VELO-R16", "VELO-R17", "VELO-R20", "VELO-R21"),
                 columns={
-                    "kind": ("VELO-R9", "VELO-R17"),
                     "key": ("VELO-R15", "VELO-R17"),
                     "event_time": ("VELO-R5", "VELO-R9", "VELO-R10", "VELO-R11", "VELO-R15", "VELO-R17"),
                     "value": ("VELO-R15", "VELO-R17"),
-                    "watermark": ("VELO-R9", "VELO-R16"),
                     "reason": ("VELO-R5", "VELO-R11", "VELO-R12"),
                 },
             ),

@@ -74,7 +74,10 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "errors": ("batch", "seq", "reason"),
     },  # fmt: skip
     "eventtime_buffer": {
-        "emitted": ("batch", "out_seq", "kind", "key", "event_time", "value", "watermark", "reason"),
+        "emitted": (
+            "batch", "kind", "key", "event_time", "value", "watermark", "reason", "arrival_batch",
+            "arrival_seq",
+        ),
         "late": ("batch", "seq", "key", "event_time", "watermark"),
         "progress": (
             "batch",
@@ -164,3 +167,23 @@ def diff(area: str, expected: Output, actual: Output) -> str:
             f"only actual:\n{format_table(columns, only_a)}"
         )
     return "\n\n".join(parts)
+
+
+def emitted_order(rows: Iterable[Row]) -> list[Row]:
+    """The event-time buffer's ``emitted`` rows (TABLES column order) in output order
+    (spec/eventtime_buffer.md VELO-R17): by batch; error items first, by arrival; then
+    tuples and watermarks by time, a watermark after the tuples of its time, tuples of
+    equal time by arrival."""
+    columns = TABLES["eventtime_buffer"]["emitted"]
+    at = {c: columns.index(c) for c in columns}
+
+    def place(row: Row) -> tuple[int, int, int, int, int, int]:
+        kind = row[at["kind"]]
+        arrival = (row[at["arrival_batch"]] or 0, row[at["arrival_seq"]] or 0)
+        if kind == "error":
+            return (row[at["batch"]], 0, 0, 0, *arrival)
+        if kind == "watermark":
+            return (row[at["batch"]], 1, row[at["watermark"]], 1, 0, 0)
+        return (row[at["batch"]], 1, row[at["event_time"]], 0, *arrival)
+
+    return [tuple(r) for r in sorted(rows, key=place)]

@@ -32,6 +32,8 @@ ITEM_KINDS = (
     "assign_core",
     # SLA admission (OXS-R15)
     "load",
+    # TR-14: the stream's input has ended (areas that hold data back)
+    "end",
 )
 
 

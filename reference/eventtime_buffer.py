@@ -168,6 +168,7 @@ class Tuple:
     key: str | None
     value: int
     timestamp: int
+    ref: Any = None  # the caller's identity of the input tuple (the trace's batch and seq)
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ class CollectionResult:
 class PhysicalEventtimeWatermark:
     """Buffers tuples, releases them in event-time order and emits watermarks.
 
-    VELO-R21: there is no end-of-stream call; what is buffered when the input stops stays here."""
+    VELO-R21: ``process_collection(..., end=True)`` is the end of the stream: everything leaves."""
 
     def __init__(
         self, streams: Sequence[StreamDefinition], late_tolerance: int, registry: EventtimeTypeRegistry
@@ -242,7 +243,8 @@ class PhysicalEventtimeWatermark:
                 return self.registry.resolve(declared.type)(cell)  # no fallback to later messages
         raise EventtimeParseError("no_eventtime_message", t.messages)
 
-    def process_collection(self, collection: Iterable[InputTuple]) -> CollectionResult:
+    def process_collection(self, collection: Iterable[InputTuple], end: bool = False) -> CollectionResult:
+        """One collection (VELO-R12..R17); with ``end`` it is the last one and everything leaves (R21)."""
         result = CollectionResult(items=[])
         for t in collection:
             try:
@@ -259,19 +261,25 @@ class PhysicalEventtimeWatermark:
             )
             heapq.heappush(self.buffer, (ts, self.seq, t))  # VELO-R15: ties by arrival
             self.seq += 1
+        if end:
+            self._release(result, I64_MAX)  # VELO-R21: the final watermark replaces the batch's target
+            return result
         if self.max_timestamp_seen is None:
             return result  # VELO-R16: no target without a buffered tuple
         candidate = saturating_sub(self.max_timestamp_seen, self.late_tolerance)
         target = candidate if self.current_watermark is None else max(self.current_watermark, candidate)
+        self._release(result, target)
+        return result
+
+    def _release(self, result: CollectionResult, target: int) -> None:
+        while self.buffer and self.buffer[0][0] <= target:  # VELO-R17: release in (ts, arrival) order
+            ts, _, t = heapq.heappop(self.buffer)
+            result.items.append(Tuple(t.key, t.value, ts, t.ref))
         if self.current_watermark is None or target > self.current_watermark:  # VELO-R16: advances only
-            while self.buffer and self.buffer[0][0] <= target:  # VELO-R17: release in (ts, arrival) order
-                ts, _, t = heapq.heappop(self.buffer)
-                result.items.append(Tuple(t.key, t.value, ts))
             # VELO-R18: the watermark follows every tuple at or below it, so none can come after it.
             result.items.append(Watermark(target))
             self.current_watermark = target
             self.watermark_emitted_count += 1
-        return result
 
     def metrics(self) -> EventtimeWatermarkMetrics:
         return EventtimeWatermarkMetrics(
@@ -289,11 +297,15 @@ class PhysicalProcessTimeWatermark:
         self.watermark_emitted_count = 0
         self.current_watermark: int | None = None
 
-    def process_collection(self, collection: Iterable[InputTuple]) -> CollectionResult:
+    def process_collection(self, collection: Iterable[InputTuple], end: bool = False) -> CollectionResult:
         now = self.clock()
-        items: list[StreamItem] = [Tuple(t.key, t.value, now) for t in collection]
+        items: list[StreamItem] = [Tuple(t.key, t.value, now, t.ref) for t in collection]
         if items:
             self.max_timestamp_seen = now
+        if end and (self.current_watermark is None or self.current_watermark < I64_MAX):
+            items.append(Watermark(I64_MAX))  # VELO-R21: the end of time, in the end's place
+            self.current_watermark = I64_MAX
+            self.watermark_emitted_count += 1
         return CollectionResult(items=items)
 
     def tick(self) -> list[StreamItem]:
@@ -411,7 +423,7 @@ class EventtimeBufferStream:
         self.input_stream = streams[0].name
         self.clock = TraceClock()
         self.stage = plan_watermark_stage(streams, options, registry, self.clock)
-        self.out_seq = 0
+        self.ended = False  # VELO-R21: after the end item every item is an error
         self.out: dict[str, list[Row]] = {t: [] for t in ("emitted", "late", "progress", "errors")}
 
     def run_batch(self, b: int, batch: Sequence[Item]) -> None:
@@ -421,64 +433,73 @@ class EventtimeBufferStream:
             error = self._item_error(item)  # VELO-R23
             if error is not None:
                 self.out["errors"].append((b, seq, error))
+            elif item.kind == "end":
+                # VELO-R21: the events before the end are the last collection, then everything leaves.
+                result = self.stage.process_collection(collection, end=True)
+                self._record(b, result)
+                collection = []
+                self.ended = True
             elif item.kind == "clock":
                 assert item.time is not None
                 self.clock.now = item.time
                 if isinstance(self.stage, PhysicalProcessTimeWatermark):
                     self._emit(b, self.stage.tick())  # VELO-R9: the ticker is the clock
             else:
-                t = self._input_tuple(item, seq)
+                t = self._input_tuple(item, (b, seq))
                 if processing_time:
                     self._emit(b, self.stage.process_collection([t]).items)  # VELO-R9: at once
                 else:
                     collection.append(t)
         if collection:
-            result = self.stage.process_collection(collection)
-            self._emit(b, result.items)
-            for d in result.dropped:
-                self.out["late"].append((b, d.tuple.ref, d.tuple.key, d.timestamp, d.watermark))
+            self._record(b, self.stage.process_collection(collection))
         m = self.stage.metrics()  # VELO-R22: one progress row per batch
         self.out["progress"].append((
             b, self.stage.current_watermark, m.max_timestamp_seen, m.buffer_size, m.late_dropped_count,
             m.watermark_emitted_count,
         ))  # fmt: skip
 
-    def _input_tuple(self, item: Item, seq: int) -> InputTuple:
+    def _record(self, b: int, result: CollectionResult) -> None:
+        self._emit(b, result.items)
+        for d in result.dropped:
+            self.out["late"].append((b, d.tuple.ref[1], d.tuple.key, d.timestamp, d.watermark))
+
+    def _input_tuple(self, item: Item, arrival: tuple[int, int]) -> InputTuple:
         """VELO-R10, R11: ``raw`` is a one-message tuple of the input stream; absent raw is a null cell."""
         messages = item.messages if item.messages is not None else ((self.input_stream, item.raw),)
-        return InputTuple(messages, item.key, item.value, seq)
+        return InputTuple(messages, item.key, item.value, arrival)
 
     def _emit(self, b: int, items: Iterable[StreamItem]) -> None:
-        for x in items:  # VELO-R23: out_seq numbers the whole output of the stream
+        for x in items:  # VELO-R17, R23: every row carries its place in the output's order
             row: Row
             if isinstance(x, Tuple):
-                row = (b, self.out_seq, "tuple", x.key, x.timestamp, x.value, None, None)
+                row = (b, "tuple", x.key, x.timestamp, x.value, None, None, *x.ref)
             elif isinstance(x, Watermark):
-                row = (b, self.out_seq, "watermark", None, None, None, x.time, None)
+                row = (b, "watermark", None, None, None, x.time, None, None, None)
             else:
-                row = (b, self.out_seq, "error", x.key, None, x.value, None, x.reason)
-                self.out["errors"].append((b, x.ref, x.reason))  # VELO-R12
+                row = (b, "error", x.key, None, x.value, None, x.reason, *x.ref)
+                self.out["errors"].append((b, x.ref[1], x.reason))  # VELO-R12
             self.out["emitted"].append(row)
-            self.out_seq += 1
 
     def _item_error(self, item: Item) -> str | None:
         """VELO-R23: malformed items become error rows and change nothing."""
+        if self.ended:
+            return "after_end"  # VELO-R21
         if item.kind == "clock":
             if item.time is None:
                 return "missing_time"
             return "clock_went_backwards" if item.time < self.clock.now else None
-        return None if item.kind == "event" else "unsupported_item"
+        return None if item.kind in ("event", "end") else "unsupported_item"
 
     def checkpoint(self) -> dict[str, Any]:
         """VELO-R24: everything that crosses a restart."""
-        return {"stage": copy.deepcopy(self.stage), "clock": self.clock.now, "out_seq": self.out_seq}
+        return {"stage": copy.deepcopy(self.stage), "clock": self.clock.now, "ended": self.ended}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         self.clock = TraceClock(snapshot["clock"])
         self.stage = copy.deepcopy(snapshot["stage"])
         if isinstance(self.stage, PhysicalProcessTimeWatermark):
             self.stage.clock = self.clock
-        self.out_seq = snapshot["out_seq"]
+        self.ended = snapshot["ended"]
 
 
 def run_trace(trace: Trace) -> dict[str, list[Row]]:

@@ -605,12 +605,21 @@ class KeyedTumblingWindowOperator:
             del self.open_windows[(w.key, w.window_start)]
         return fired
 
+    def fire_all(self) -> list[WindowResult]:
+        """F065-R38: at the end of the stream every open window is complete and fires."""
+        fired = [
+            WindowResult(k, start, self.window_end(start), count, total)
+            for (k, start), (count, total) in sorted(self.open_windows.items(), key=lambda kv: repr(kv[0]))
+        ]
+        self.open_windows.clear()
+        return fired
+
 
 # ---- the stream (F065-R22..R24) -------------------------------------------
 
 CONFIG_KEYS = {"bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size"}
 COMPACT_KEYS = {"exact_key_count", "sketch_error_rate", "sketch_depth", "shards"}  # F065-R26
-ACCEPTED_KINDS = ("event", "clock", "idle", "remove_key")  # F065-R22
+ACCEPTED_KINDS = ("event", "clock", "idle", "remove_key", "end")  # F065-R22, R38
 
 
 def config_from_trace(
@@ -657,6 +666,7 @@ class KeyedWatermarkStream:
         self.out: dict[str, list[Row]] = {
             t: [] for t in ("events", "progress", "keys", "windows", "errors")
         }
+        self.ended = False  # F065-R38: after the end item every item is an error
 
     def run_batch(self, b: int, batch: Sequence[Item]) -> None:
         start_view = self._key_view()
@@ -680,6 +690,10 @@ class KeyedWatermarkStream:
                 self.tracker.mark_idle(item.key)  # F065-R9
             elif item.kind == "remove_key":
                 self.tracker.remove_key(item.key)  # F065-R17
+            elif item.kind == "end":
+                self.ended = True  # F065-R38: every open window fires; no watermark moves
+                for w in self.windows.fire_all() if self.windows is not None else []:
+                    self.out["windows"].append((b, w.key, w.window_start, w.window_end, w.count, w.sum))
         self._apply_segment(b, segment)
 
         m = self.tracker.metrics()  # F065-R22: one progress row per batch
@@ -715,12 +729,16 @@ class KeyedWatermarkStream:
 
     def _item_error(self, item: Item) -> str | None:
         """F065-R23: malformed items become error rows and change nothing."""
+        if self.ended:
+            return "after_end"  # F065-R38
         if item.kind not in ACCEPTED_KINDS:
             return "unsupported_item"
         if item.kind == "clock":
             if item.time is None:
                 return "missing_time"
             return "clock_went_backwards" if item.time < self.clock.now else None
+        if item.kind == "end":
+            return None
         if item.key is None:
             return "missing_key"
         if item.kind == "event" and item.event_time is None:
@@ -733,12 +751,14 @@ class KeyedWatermarkStream:
             "tracker": self.tracker.checkpoint(),
             "windows": copy.deepcopy(self.windows),
             "clock": self.clock.now,
+            "ended": self.ended,
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         self.clock = TraceClock(snapshot["clock"])
         self.tracker = type(self.tracker).restore(snapshot["tracker"], self.clock)
         self.windows = copy.deepcopy(snapshot["windows"])
+        self.ended = snapshot["ended"]
 
 
 def run_trace(trace: Trace) -> dict[str, list[Row]]:

@@ -113,14 +113,22 @@ class TimerService:
 class BoundedOutOfOrdernessGenerator:
     """F017E-R5: greatest event time seen minus the delay; None before the first event."""
 
-    def __init__(self, delay: int, max_timestamp: int | None = None) -> None:
+    def __init__(self, delay: int, max_timestamp: int | None = None, ended: bool = False) -> None:
         self.delay = delay
         self.max_timestamp = max_timestamp
+        self.ended = ended  # F017E-R23: after the end the watermark is the end of time
 
     def current_watermark(self) -> int | None:
+        if self.ended:
+            return I64_MAX
         if self.max_timestamp is None:
             return None
         return saturating_sub(self.max_timestamp, self.delay)
+
+    def end(self) -> int:
+        """F017E-R23: the input is complete: the watermark becomes the end of time."""
+        self.ended = True
+        return I64_MAX
 
     def on_event(self, timestamp: int) -> int | None:
         """The new watermark when this event advanced it, else None."""
@@ -411,6 +419,7 @@ class SessionWindowStream:
             TimerService(), BoundedOutOfOrdernessGenerator(self.config["bounded_delay"])
         )
         self.out: dict[str, list[Row]] = {t: [] for t in ("sessions", "late", "timers", "progress", "errors")}
+        self.ended = False
 
     def _new_operator(self) -> SessionWindowOperator:
         c = self.config
@@ -420,9 +429,12 @@ class SessionWindowStream:
 
     def run_batch(self, b: int, batch: Sequence[Item]) -> None:
         for seq, item in enumerate(batch):
-            error = _item_error(item)  # F017E-R20
+            error = "after_end" if self.ended else _item_error(item)  # F017E-R20, R23
             if error is not None:
                 self.out["errors"].append((b, seq, error))
+                continue
+            if item.kind == "end":
+                self._end(b, seq)
                 continue
             assert item.key is not None and item.event_time is not None
             self._record(
@@ -437,6 +449,12 @@ class SessionWindowStream:
         for key, s in op.open_sessions():
             self.out["timers"].append((b, key, s.start, op.pending_timers[(key, s.session_id)]))
 
+    def _end(self, b: int, seq: int) -> None:
+        """F017E-R23: the end of time passes every timer below it; they close by their timers."""
+        self.ended = True
+        watermark = self.ctx.watermark_generator.end()
+        self._record(b, seq, self.operator.on_watermark_advance(watermark, self.ctx))
+
     def _record(self, b: int, seq: int, outputs: Iterable[SessionResult | LateEvent]) -> None:
         for o in outputs:
             if isinstance(o, SessionResult):
@@ -450,17 +468,23 @@ class SessionWindowStream:
         return {
             "operator": self.operator.checkpoint(),
             "max_timestamp": self.ctx.watermark_generator.max_timestamp,
+            "ended": self.ended,
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         self.operator = self._new_operator()
-        generator = BoundedOutOfOrdernessGenerator(self.config["bounded_delay"], snapshot["max_timestamp"])
+        self.ended = snapshot["ended"]
+        generator = BoundedOutOfOrdernessGenerator(
+            self.config["bounded_delay"], snapshot["max_timestamp"], self.ended
+        )
         self.ctx = OperatorContext(TimerService(), generator)  # a new, empty timer service
         self.operator.restore(snapshot["operator"], self.ctx)  # F017E-R16
 
 
 def _item_error(item: Item) -> str | None:
     """F017E-R20: malformed items become error rows and change nothing."""
+    if item.kind == "end":
+        return None
     if item.kind != "event":
         return "unsupported_item"
     if item.key is None:
