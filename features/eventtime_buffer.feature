@@ -3,13 +3,18 @@ Feature: Event-time reorder buffer
   Tuples arrive out of order; the watermark stage holds them in a buffer,
   lets them out in event-time order and, after each release, emits a
   watermark that never goes back. A tuple at or below the current watermark
-  comes too late to be put in order: it is dropped and counted. Clauses:
+  comes too late to be put in order: it is dropped and counted. An end item
+  (the input is complete) releases everything still buffered. Clauses:
   spec/eventtime_buffer.md.
 
   Times are milliseconds. Batches are numbered from 0; each batch is one
   collection. An event's `raw` cell is JSON (`1500`, `"1500"`, `1.5`, `null`);
   an empty cell is a null cell. "The output stream" lists the emitted items
-  in their order (`out_seq`), "-" is null.
+  in the output's order, which the rows carry as a sort key (VELO-R17): by
+  batch; in a batch the error items first, by arrival; then tuples and
+  watermarks by time, a watermark after the tuples of its time, tuples of one
+  time by arrival (`arrival_batch`, `arrival_seq`: the batch and seq of the
+  tuple's event). "-" is null.
 
   Rule: Ordering and watermarks
 
@@ -26,11 +31,11 @@ Feature: Event-time reorder buffer
         | d   | 900  | 4     |
         | e   | 1200 | 5     |
       Then the output stream is:
-        | batch | out_seq | kind      | key | event_time | value | watermark |
-        | 0     | 0       | tuple     | b   | 700        | 2     | -         |
-        | 0     | 1       | tuple     | d   | 900        | 4     | -         |
-        | 0     | 2       | tuple     | a   | 1000       | 1     | -         |
-        | 0     | 3       | watermark | -   | -          | -     | 1000      |
+        | batch | kind      | key | event_time | value | watermark | arrival_batch | arrival_seq |
+        | 0     | tuple     | b   | 700        | 2     | -         | 0             | 1           |
+        | 0     | tuple     | d   | 900        | 4     | -         | 0             | 3           |
+        | 0     | tuple     | a   | 1000       | 1     | -         | 0             | 0           |
+        | 0     | watermark | -   | -          | -     | 1000      | -             | -           |
       And the progress table is:
         | batch | watermark | max_timestamp_seen | buffer_size | late_dropped_count | watermark_emitted_count |
         | 0     | 1000      | 1500               | 2           | 0                  | 1                       |
@@ -38,10 +43,10 @@ Feature: Event-time reorder buffer
         | key | raw  | value |
         | f   | 2100 | 6     |
       Then the output stream in the last batch is:
-        | out_seq | kind      | key | event_time | watermark |
-        | 4       | tuple     | e   | 1200       | -         |
-        | 5       | tuple     | c   | 1500       | -         |
-        | 6       | watermark | -   | -          | 1600      |
+        | kind      | key | event_time | watermark | arrival_batch | arrival_seq |
+        | tuple     | e   | 1200       | -         | 0             | 4           |
+        | tuple     | c   | 1500       | -         | 0             | 2           |
+        | watermark | -   | -          | 1600      | -             | -           |
       And the late table is empty
       And there are no errors
 
@@ -71,7 +76,7 @@ Feature: Event-time reorder buffer
         | 0     | 1000      | 1500               | 2           | 0                  | 1                       |
         | 1     | 1000      | 1500               | 3           | 2                  | 1                       |
 
-    @VELO-R15 @VELO-R17
+    @VELO-R15 @VELO-R17 @VELO-R23
     Scenario: Tuples with equal times leave in the order they arrived, also across batches
       Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 100 ms
       When these events arrive in one batch:
@@ -85,14 +90,14 @@ Feature: Event-time reorder buffer
         | e   | 50  | 5     |
         | f   | 300 | 6     |
       Then the output stream is:
-        | batch | kind      | key | event_time | value | watermark |
-        | 0     | watermark | -   | -          | -     | -40       |
-        | 1     | tuple     | a   | 50         | 1     | -         |
-        | 1     | tuple     | c   | 50         | 3     | -         |
-        | 1     | tuple     | e   | 50         | 5     | -         |
-        | 1     | tuple     | b   | 60         | 2     | -         |
-        | 1     | tuple     | d   | 60         | 4     | -         |
-        | 1     | watermark | -   | -          | -     | 200       |
+        | batch | kind      | key | event_time | value | watermark | arrival_batch | arrival_seq |
+        | 0     | watermark | -   | -          | -     | -40       | -             | -           |
+        | 1     | tuple     | a   | 50         | 1     | -         | 0             | 0           |
+        | 1     | tuple     | c   | 50         | 3     | -         | 0             | 2           |
+        | 1     | tuple     | e   | 50         | 5     | -         | 1             | 1           |
+        | 1     | tuple     | b   | 60         | 2     | -         | 0             | 1           |
+        | 1     | tuple     | d   | 60         | 4     | -         | 1             | 0           |
+        | 1     | watermark | -   | -          | -     | 200       | -             | -           |
 
     @VELO-R19 @VELO-R14 @VELO-R16
     Scenario: With a tolerance of 0 a duplicate of the latest time is kept in its own batch and dropped in a later one
@@ -195,12 +200,13 @@ Feature: Event-time reorder buffer
         | 0     | I64_MIN   | -10                | 1           |
         | 1     | I64_MIN   | -10                | 2           |
 
-  Rule: Progress is driven by data only; the end of the stream flushes nothing
+  Rule: Progress is driven by data only; only the end item flushes the buffer
 
     @VELO-R20 @VELO-R21 @TR-5
-    Scenario: Empty batches and clock items move nothing, and what is buffered at the end stays buffered
+    Scenario: Empty batches and clock items move nothing, and what is buffered when the input stops stays buffered
       A source that stops sending is the classic stall: the last tuples wait for
-      a newer tuple that never comes.
+      a newer tuple that never comes. Without an end item, the end of the trace
+      is not a signal.
       Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 1000 ms
       When these events arrive in one batch:
         | key | raw  |
@@ -221,7 +227,7 @@ Feature: Event-time reorder buffer
         | 3     | 4000      | 2           | 1                       |
 
     @VELO-R24 @VELO-R21 @TR-5
-    Scenario Outline: A restart keeps the buffer, the arrival order and the output sequence
+    Scenario Outline: A restart keeps the buffer and the arrival order
       Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 100 ms
       When these events arrive in one batch:
         | key | raw | value |
@@ -237,13 +243,13 @@ Feature: Event-time reorder buffer
       When the engine <restarts>
       When an empty batch passes
       Then the output stream is:
-        | batch | out_seq | kind      | key | event_time | value | watermark |
-        | 0     | 0       | tuple     | c   | 20         | 3     | -         |
-        | 0     | 1       | watermark | -   | -          | -     | 50        |
-        | 1     | 2       | tuple     | b   | 100        | 2     | -         |
-        | 1     | 3       | tuple     | d   | 100        | 4     | -         |
-        | 1     | 4       | tuple     | a   | 150        | 1     | -         |
-        | 1     | 5       | watermark | -   | -          | -     | 160       |
+        | batch | kind      | key | event_time | value | watermark | arrival_batch | arrival_seq |
+        | 0     | tuple     | c   | 20         | 3     | -         | 0             | 2           |
+        | 0     | watermark | -   | -          | -     | 50        | -             | -           |
+        | 1     | tuple     | b   | 100        | 2     | -         | 0             | 1           |
+        | 1     | tuple     | d   | 100        | 4     | -         | 1             | 0           |
+        | 1     | tuple     | a   | 150        | 1     | -         | 0             | 0           |
+        | 1     | watermark | -   | -          | -     | 160       | -             | -           |
       And the late table is:
         | batch | seq | key | event_time | watermark |
         | 1     | 1   | e   | 50         | 50        |
@@ -257,6 +263,141 @@ Feature: Event-time reorder buffer
         | restarts                       |
         | restarts from its checkpoint   |
         | keeps running                  |
+
+    @VELO-R21 @VELO-R16 @VELO-R17 @VELO-R22 @VELO-R24 @TR-14 @TR-5
+    Scenario Outline: The end releases everything buffered in event-time order, then the final watermark I64_MAX
+      Without the end, the second batch would raise the watermark to 5000 (6000 - 1000)
+      and release the tuples up to it. With it, every buffered tuple leaves, 6000 too,
+      ties in arrival order, and the one watermark of that batch is the end of time.
+      Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 1000 ms
+      When these events arrive in one batch:
+        | key | raw  | value |
+        | a   | 5000 | 1     |
+        | b   | 4500 | 2     |
+        | c   | 3000 | 3     |
+      When the engine <restarts>
+      When these events arrive in the next batch:
+        | key | raw  | value |
+        | d   | 6000 | 4     |
+        | e   | 4500 | 5     |
+      And the input ends in the same batch
+      When the engine <restarts>
+      When these events arrive in the next batch:
+        | key | raw  | value |
+        | f   | 7000 | 6     |
+      Then the output stream is:
+        | batch | kind      | key | event_time | value | watermark           | arrival_batch | arrival_seq |
+        | 0     | tuple     | c   | 3000       | 3     | -                   | 0             | 2           |
+        | 0     | watermark | -   | -          | -     | 4000                | -             | -           |
+        | 1     | tuple     | b   | 4500       | 2     | -                   | 0             | 1           |
+        | 1     | tuple     | e   | 4500       | 5     | -                   | 1             | 1           |
+        | 1     | tuple     | a   | 5000       | 1     | -                   | 0             | 0           |
+        | 1     | tuple     | d   | 6000       | 4     | -                   | 1             | 0           |
+        | 1     | watermark | -   | -          | -     | 9223372036854775807 | -             | -           |
+      And the errors are:
+        | batch | seq | reason    |
+        | 2     | 0   | after_end |
+      And the late table is empty
+      And the progress table is:
+        | batch | watermark | max_timestamp_seen | buffer_size | late_dropped_count | watermark_emitted_count |
+        | 0     | 4000      | 5000               | 2           | 0                  | 1                       |
+        | 1     | I64_MAX   | 6000               | 0           | 0                  | 2                       |
+        | 2     | I64_MAX   | 6000               | 0           | 0                  | 2                       |
+
+      Examples:
+        | restarts                     |
+        | restarts from its checkpoint |
+        | keeps running                |
+
+    @VELO-R21 @VELO-R12 @VELO-R14 @VELO-R17 @VELO-R23 @TR-14 @TR-7
+    Scenario: The events before the end are a last collection, and every item after the end is an error row after_end
+      c at 200 is late (the watermark is 200) and d's cell fails to parse, as in any
+      collection. After the end, a bad cell, a clock going back and a second end are all
+      after_end (checked first), and they change nothing, in the end's batch and later.
+      Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 100 ms
+      When these items arrive in one batch:
+        | kind  | key | raw | time |
+        | clock |     |     | 500  |
+        | event | a   | 300 |      |
+        | event | b   | 150 |      |
+      When these items arrive in the next batch:
+        | kind  | key | raw    | time |
+        | event | c   | 200    |      |
+        | event | d   | "x"    |      |
+        | event | e   | 250    |      |
+        | end   |     |        |      |
+        | event | f   | "junk" |      |
+        | clock |     |        | 100  |
+        | end   |     |        |      |
+      When these items arrive in the next batch:
+        | kind  | key | raw | time |
+        | event | g   | 500 |      |
+        | end   |     |     |      |
+      Then the output stream is:
+        | batch | kind      | key | event_time | watermark | reason               | arrival_batch | arrival_seq |
+        | 0     | tuple     | b   | 150        | -         | -                    | 0             | 2           |
+        | 0     | watermark | -   | -          | 200       | -                    | -             | -           |
+        | 1     | error     | d   | -          | -         | unparsable_eventtime | 1             | 1           |
+        | 1     | tuple     | e   | 250        | -         | -                    | 1             | 2           |
+        | 1     | tuple     | a   | 300        | -         | -                    | 0             | 1           |
+        | 1     | watermark | -   | -          | I64_MAX   | -                    | -             | -           |
+      And the late table is:
+        | batch | seq | key | event_time | watermark |
+        | 1     | 0   | c   | 200        | 200       |
+      And the errors are:
+        | batch | seq | reason               |
+        | 1     | 1   | unparsable_eventtime |
+        | 1     | 4   | after_end            |
+        | 1     | 5   | after_end            |
+        | 1     | 6   | after_end            |
+        | 2     | 0   | after_end            |
+        | 2     | 1   | after_end            |
+      And the progress table is:
+        | batch | watermark | max_timestamp_seen | buffer_size | late_dropped_count | watermark_emitted_count |
+        | 0     | 200       | 300                | 1           | 0                  | 1                       |
+        | 1     | I64_MAX   | 300                | 0           | 1                  | 2                       |
+        | 2     | I64_MAX   | 300                | 0           | 1                  | 2                       |
+
+    @VELO-R21 @VELO-R13 @TR-14
+    Scenario: An end before any tuple still states the final watermark
+      Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 0 ms
+      When the input ends
+      When these events arrive in the next batch:
+        | key | raw |
+        | a   | 10  |
+      Then the output stream is:
+        | batch | kind      | watermark |
+        | 0     | watermark | I64_MAX   |
+      And the errors are:
+        | batch | seq | reason    |
+        | 1     | 0   | after_end |
+      And the progress table is:
+        | batch | watermark | max_timestamp_seen | buffer_size | watermark_emitted_count |
+        | 0     | I64_MAX   | -                  | 0           | 1                       |
+        | 1     | I64_MAX   | -                  | 0           | 1                       |
+
+    @VELO-R21 @VELO-R14 @VELO-R16 @VELO-R18 @TR-2
+    Scenario: When the watermark is already I64_MAX the end emits no second one
+      Watermarks strictly increase, and nothing can be buffered above the end of time.
+      Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 0 ms
+      When these events arrive in one batch:
+        | key | raw                 |
+        | a   | 9223372036854775807 |
+      When these events arrive in the next batch:
+        | key | raw |
+        | b   | 5   |
+      And the input ends in the same batch
+      Then the output stream is:
+        | batch | kind      | key | event_time | watermark |
+        | 0     | tuple     | a   | I64_MAX    | -         |
+        | 0     | watermark | -   | -          | I64_MAX   |
+      And the late table is:
+        | batch | seq | key | event_time | watermark |
+        | 1     | 0   | b   | 5          | I64_MAX   |
+      And the progress table is:
+        | batch | watermark | max_timestamp_seen | buffer_size | late_dropped_count | watermark_emitted_count |
+        | 0     | I64_MAX   | I64_MAX            | 0           | 0                  | 1                       |
+        | 1     | I64_MAX   | I64_MAX            | 0           | 1                  | 1                       |
 
   Rule: Parsing the event-time cell
 
@@ -523,6 +664,34 @@ Feature: Event-time reorder buffer
         | batch | watermark | max_timestamp_seen | buffer_size | late_dropped_count | watermark_emitted_count |
         | 0     | 249       | 100                | 0           | 0                  | 2                       |
         | 1     | 249       | 250                | 0           | 0                  | 2                       |
+
+    @VELO-R21 @VELO-R9 @VELO-R17 @VELO-R22 @TR-14
+    Scenario: In processing-time mode the end emits Watermark(I64_MAX) in its place
+      Nothing is buffered, so nothing is released: the final watermark follows every
+      tuple stamped before the end, and every later item is after_end.
+      Given a processing-time watermark stage
+      When these items arrive in one batch:
+        | kind  | key | time |
+        | event | a   |      |
+        | clock |     | 100  |
+        | event | b   |      |
+        | end   |     |      |
+        | event | c   |      |
+      When the processing clock advances to 200 ms
+      Then the output stream is:
+        | batch | kind      | key | event_time | watermark | arrival_batch | arrival_seq |
+        | 0     | tuple     | a   | 0          | -         | 0             | 0           |
+        | 0     | watermark | -   | -          | 99        | -             | -           |
+        | 0     | tuple     | b   | 100        | -         | 0             | 2           |
+        | 0     | watermark | -   | -          | I64_MAX   | -             | -           |
+      And the errors are:
+        | batch | seq | reason    |
+        | 0     | 4   | after_end |
+        | 1     | 0   | after_end |
+      And the progress table is:
+        | batch | watermark | max_timestamp_seen | buffer_size | late_dropped_count | watermark_emitted_count |
+        | 0     | I64_MAX   | 100                | 0           | 0                  | 2                       |
+        | 1     | I64_MAX   | 100                | 0           | 0                  | 2                       |
 
     @VELO-R8 @VELO-R9
     Scenario: A declared event-time column is ignored while event time is off

@@ -3,7 +3,8 @@ Feature: Keyed watermarks
   One watermark per key (tenant, device) instead of one per stream, so a key
   that runs ahead never makes a slower key's on-time events late; a global
   watermark (the minimum over the keys still producing) remains for operators
-  that need one ordering point. Clauses: spec/keyed_watermarks.md.
+  that need one ordering point. An end item (the input is complete) fires
+  every keyed window still open. Clauses: spec/keyed_watermarks.md.
 
   Times are milliseconds. Batches are numbered from 0 as in the output tables:
   each When step that adds items is one new batch unless it says "in the same
@@ -1007,6 +1008,96 @@ Feature: Keyed watermarks
         | action                         |
         | restarts from its checkpoint   |
         | keeps running                  |
+
+  Rule: The end of the stream
+
+    @F065-R38 @F065-R21 @F065-R9 @F065-R17 @F065-R23 @F065-R24 @TR-14 @TR-5
+    Scenario Outline: The end fires the open windows of active, idle and removed keys, and moves no watermark
+      a's first window fires by a's own watermark (15 reaches 10); the end then fires
+      a's second window, idle b's and removed c's, none of which any watermark reached.
+      Keys and watermarks stay as they were; later items are after_end.
+      Given keyed watermarks with a bounded delay of 0 ms and tumbling windows of 10 ms
+      When these items arrive in one batch:
+        | kind       | key | event_time | value |
+        | event      | a   | 1          | 1     |
+        | event      | b   | 2          | 2     |
+        | event      | c   | 3          | 4     |
+        | idle       | b   |            |       |
+        | remove_key | c   |            |       |
+      And the engine <action>
+      And these items arrive in the next batch:
+        | kind  | key | event_time | value |
+        | event | a   | 15         | 8     |
+        | end   |     |            |       |
+        | event | a   | 30         | 16    |
+        | idle  | a   |            |       |
+      And the engine <action>
+      And these events arrive in the next batch:
+        | key | event_time |
+        | b   | 100        |
+      Then the windows are:
+        | batch | key | window_start | window_end | count | sum |
+        | 1     | a   | 0            | 10         | 1     | 1   |
+        | 1     | a   | 10           | 20         | 1     | 8   |
+        | 1     | b   | 0            | 10         | 1     | 2   |
+        | 1     | c   | 0            | 10         | 1     | 4   |
+      And the errors are:
+        | batch | seq | reason    |
+        | 1     | 2   | after_end |
+        | 1     | 3   | after_end |
+        | 2     | 0   | after_end |
+      And the key changes in batch 1 are:
+        | batch | key | watermark | state  |
+        | 1     | a   | 15        | active |
+      And the key changes in batch 2 are:
+        | batch | key | watermark | state |
+      And the key watermarks are:
+        | key | watermark | state  |
+        | a   | 15        | active |
+        | b   | 2         | idle   |
+      And the progress is:
+        | batch | global_watermark | total_keys | active_keys | idle_keys | global_advances | key_advances |
+        | 0     | 1                | 2          | 1           | 1         | 1               | 3            |
+        | 1     | 15               | 2          | 1           | 1         | 2               | 4            |
+        | 2     | 15               | 2          | 1           | 1         | 2               | 4            |
+
+      Examples:
+        | action                       |
+        | restarts from its checkpoint |
+        | keeps running                |
+
+    @F065-R38 @F065-R23 @F065-R26 @TR-14
+    Scenario Outline: Without windows the end changes nothing but the after_end errors (<tracker>)
+      Given keyed watermarks configured with:
+        | setting       | value     |
+        | bounded_delay | 1000      |
+        | <setting>     | <value>   |
+      When these items arrive in one batch:
+        | kind  | key | event_time |
+        | event | a   | 5000       |
+        | end   |     |            |
+        | event | a   | 9000       |
+      When the input ends
+      Then the verdicts are:
+        | batch | seq | key | event_time | key_watermark | verdict |
+        | 0     | 0   | a   | 5000       | -             | on time |
+      And the errors are:
+        | batch | seq | reason    |
+        | 0     | 2   | after_end |
+        | 1     | 0   | after_end |
+      And the key watermarks are:
+        | key | watermark | state  |
+        | a   | 4000      | active |
+      And no windows fire
+      And the progress is:
+        | batch | global_watermark | total_keys | global_advances | key_advances |
+        | 0     | 4000             | 1          | 1               | 1            |
+        | 1     | 4000             | 1          | 1               | 1            |
+
+      Examples:
+        | tracker | setting         | value |
+        | keyed   | idle_timeout    | 60000 |
+        | compact | exact_key_count | 2     |
 
   Rule: The object API (oracle-only)
 

@@ -464,6 +464,24 @@ Feature: Late data
         | seq | event_time | watermark | verdict |
         | 8   | 950        | 1000      | dropped |
 
+    @OXL-R16 @TR-14 @TR-7
+    Scenario: The end of the input is not an item of this area, and the stream goes on
+      Windows close by the sources' own watermarks, so a producer states its final
+      watermark with a watermark item: an end item is unsupported_item, changes
+      nothing, and the items after it are judged as usual.
+      Given late data with the default configuration
+      When these items arrive in one batch:
+        | kind      | source | event_time | time |
+        | watermark | 1      |            | 1000 |
+        | end       |        |            |      |
+        | event     | 1      | 950        |      |
+      Then the errors are:
+        | batch | seq | reason           |
+        | 0     | 1   | unsupported_item |
+      And the verdicts are:
+        | seq | event_time | watermark | verdict |
+        | 2   | 950        | 1000      | dropped |
+
     @OXL-R17 @TR-5
     Scenario: Every batch has its progress row, empty batches included
       Given late data with the default configuration

@@ -793,6 +793,22 @@ Feature: Per-partition watermarks
         | 1     | 1   | unsupported_item |
       And the combined watermark is 2000
 
+    @F064-R20 @F064-R22 @TR-14
+    Scenario: The end of the input is not an item of this area, and the stream goes on
+      The tracker holds no data back and a final watermark is a watermark item, so an
+      end item is unsupported_item and the updates after it still move the watermark.
+      Given partitioned watermarks with the default configuration
+      When source 0 is registered with 1 partition
+      And these items arrive in the next batch:
+        | kind      | source | partition | time |
+        | watermark | 0      | 0         | 1000 |
+        | end       |        |           |      |
+        | watermark | 0      | 0         | 2000 |
+      Then the errors are:
+        | batch | seq | reason           |
+        | 1     | 1   | unsupported_item |
+      And the combined watermark is 2000
+
     @F064-R22 @F064-R11 @TR-4
     Scenario: A clock that goes backwards is an error and does not move the clock
       Given partitioned watermarks with an idle timeout of 1000 ms

@@ -5,7 +5,9 @@ Feature: Session windows closed by the watermark, with timers that survive resta
   once, when the watermark (greatest event time seen minus the delay) is
   strictly past its end plus the allowed lateness. Every open session has one
   pending timer; timers must survive restarts so that no session stays open
-  and none is emitted twice. Clauses: spec/session_windows.md.
+  and none is emitted twice. When the input is complete, an end item moves the
+  watermark to the end of time and closes every open session by its timer.
+  Clauses: spec/session_windows.md.
 
   Times are milliseconds. Batches are numbered from 0: each When step that
   adds items is one new batch (see harness/steps.py). "-" in an expected table
@@ -646,3 +648,78 @@ Feature: Session windows closed by the watermark, with timers that survive resta
       And the progress table is:
         | batch | watermark | open_sessions | sessions_closed_by_timer | sessions_closed_by_watermark | late_events |
         | 0     | 1550      | 3             | 2                        | 1                            | 2           |
+
+  Rule: The end of the stream
+
+    @F017E-R23 @F017E-R8 @F017E-R9 @F017E-R14 @F017E-R20 @F017E-R17 @TR-14 @TR-5
+    Scenario Outline: The end closes every open session by its timer, and later items are after_end
+      With a delay of 5000 no event passes a session. The end moves the watermark to the
+      end of time: b's session closes although b has no event in that batch, and c's
+      closes by its timer although c's event came just before the end.
+      Given session windows configured with:
+        | setting       | value |
+        | gap           | 1000  |
+        | bounded_delay | 5000  |
+      When these events arrive in one batch:
+        | key | event_time | value |
+        | a   | 0          | 1     |
+        | a   | 500        | 2     |
+        | b   | 300        | 4     |
+      When the engine <restarts>
+      When these items arrive in the next batch:
+        | kind  | key | event_time | value |
+        | event | c   | 2000       | 8     |
+        | end   |     |            |       |
+        | event | a   | 600        | 16    |
+      When the engine <restarts>
+      When these events arrive in the next batch:
+        | key | event_time |
+        | d   | 9000       |
+      Then the sessions table is:
+        | batch | key | session_start | session_end | count | sum | reason |
+        | 1     | a   | 0             | 1500        | 2     | 3   | timer  |
+        | 1     | b   | 300           | 1300        | 1     | 4   | timer  |
+        | 1     | c   | 2000          | 3000        | 1     | 8   | timer  |
+      And the timers table is:
+        | batch | key | session_start | trigger_time |
+        | 0     | a   | 0             | 1500         |
+        | 0     | b   | 300           | 1300         |
+      And the errors are:
+        | batch | seq | reason    |
+        | 1     | 2   | after_end |
+        | 2     | 0   | after_end |
+      And the late table is empty
+      And the progress table is:
+        | batch | watermark | open_sessions | sessions_closed_by_timer | sessions_closed_by_watermark | late_events |
+        | 0     | -4500     | 2             | 0                        | 0                            | 0           |
+        | 1     | I64_MAX   | 0             | 3                        | 0                            | 0           |
+        | 2     | I64_MAX   | 0             | 3                        | 0                            | 0           |
+
+      Examples:
+        | restarts                     |
+        | restarts from its checkpoint |
+        | keeps running                |
+
+    @F017E-R23 @F017E-R7 @F017E-R12 @TR-2 @TR-14
+    Scenario: At the end a session whose end plus lateness saturates at I64_MAX stays open
+      a's session ends at I64_MAX - 10 + 1000, cut to I64_MAX, so its timer is I64_MAX and
+      no watermark is strictly past it. The delay keeps the watermark at -10 until the end.
+      Given session windows configured with:
+        | setting          | value   |
+        | gap              | 1000    |
+        | allowed_lateness | 5       |
+        | bounded_delay    | I64_MAX |
+      When these events arrive in one batch:
+        | key | event_time   | value |
+        | a   | I64_MAX - 10 | 1     |
+        | b   | 0            | 2     |
+      And the input ends in the same batch
+      Then the sessions table is:
+        | batch | key | session_start | session_end | count | sum | reason |
+        | 0     | b   | 0             | 1000        | 1     | 2   | timer  |
+      And the timers table is:
+        | batch | key | session_start | trigger_time |
+        | 0     | a   | I64_MAX - 10  | I64_MAX      |
+      And the progress table is:
+        | batch | watermark | open_sessions | sessions_closed_by_timer | sessions_closed_by_watermark |
+        | 0     | I64_MAX   | 1             | 1                        | 0                            |

@@ -765,6 +765,26 @@ Feature: SLA admission and backpressure
         | batch | admitted | rejected | shed | throttled | load_score |
         | 0     | 1        | 1        | 0    | 0         | 0          |
 
+    @OXS-R15 @TR-14 @TR-7
+    Scenario: The end of the input is not an item of this area, and the stream goes on
+      Every event is decided when it arrives, so nothing is held back for an end to
+      release: an end item is unsupported_item and the event after it is decided as usual.
+      Given SLA admission with these streams:
+        | stream | class |
+        | s      | Gold  |
+      When these items arrive in one batch:
+        | kind  | key | event_time |
+        | event | s   | 0          |
+        | end   |     |            |
+        | event | s   | 0          |
+      Then the errors are:
+        | batch | seq | reason           |
+        | 0     | 1   | unsupported_item |
+      And the decisions are:
+        | seq | stream | event_time | decision |
+        | 0   | s      | 0          | admit    |
+        | 2   | s      | 0          | admit    |
+
     @OXS-R17 @OXS-R9 @OXS-R19 @TR-5
     Scenario: Every batch has its progress row; a stream has a statistics row only in batches with its events
       Stream quiet never has an event and never a row; the unregistered stream ghost has

@@ -2,8 +2,8 @@
 
 The shared steps come from harness.steps (installed by features/conftest.py).
 This module adds the area's own nouns: the two watermark stages as Given
-steps, the output stream compared in ``out_seq`` order (the shared table step
-compares rows as a multiset), and the steps of the registry API used by the
+steps, the output stream compared in the order of VELO-R17's sort key (the
+shared table step compares rows as a multiset), and the steps of the registry API used by the
 ``@oracle-only`` scenarios (VELO-R6: parsers given as code have no stream
 meaning, TR-10).
 """
@@ -26,6 +26,7 @@ from harness.steps import (
     project,
     side_by_side,
 )
+from properties.eventtime_buffer_strategies import emitted_order
 from reference.eventtime_buffer import (
     DuplicateEventtimeType,
     EventtimeParseError,
@@ -65,16 +66,15 @@ _SCOPE = r"(?: in (?P<scope>the last batch|batch (?P<n>\d+)))?"
 def output_stream_is(
     state: ScenarioState, scope: str | None, n: str | None, datatable: DataTable | None = None
 ) -> None:
-    """| kind | key | event_time | value | watermark | reason | (any subset, plus batch, out_seq):
-    the ``emitted`` rows in ``out_seq`` order, compared in order (VELO-R17, R23)."""
+    """| kind | key | event_time | value | watermark | reason | arrival_batch | arrival_seq | (any subset,
+    plus batch): the ``emitted`` rows sorted by VELO-R17's key, compared in that order (R17, R23)."""
     __tracebackhide__ = True
     columns, rows = state.table("emitted")
     header, expected = expect_table(state, datatable, "the output stream is:", columns)
     if scope is not None:
         b = state.last_batch if n is None else int(n)
         rows = [r for r in rows if r[0] == b]
-    ordered = sorted(rows, key=lambda r: r[1])  # out_seq is the order of the output
-    actual = project(columns, ordered, header)
+    actual = project(columns, emitted_order(rows), header)
     if expected != actual:
         pytest.fail(
             f"Then the output stream{' in ' + scope if scope else ''} is (engine {state.engine_name}): "

@@ -430,6 +430,29 @@ Feature: Watermark generation, alignment and propagation
         | 0     | 8   | sink | 700       |
       And the generated table is empty
 
+    @OXW-R17 @TR-14 @TR-7
+    Scenario: The end of the input is not an item of this area, and the stream goes on
+      The area holds no data and a source's final watermark is a watermark item, so an
+      end item is unsupported_item and the watermark after it still propagates.
+      Given watermark propagation configured with:
+        | setting | value             |
+        | nodes   | ["src", "sink"]   |
+        | edges   | [["src", "sink"]] |
+      When these items arrive in one batch:
+        | kind      | key | time |
+        | watermark | src | 100  |
+        | end       |     |      |
+        | watermark | src | 700  |
+      Then the errors are:
+        | batch | seq | reason           |
+        | 0     | 1   | unsupported_item |
+      And the watermarks table is:
+        | batch | seq | key  | watermark |
+        | 0     | 0   | src  | 100       |
+        | 0     | 0   | sink | 100       |
+        | 0     | 2   | src  | 700       |
+        | 0     | 2   | sink | 700       |
+
     @OXW-R10 @TR-6
     Scenario Outline: A graph with a cycle is refused when it is built
       Given watermark propagation configured with:

@@ -27,7 +27,7 @@ in every output table: the first batch a scenario creates is batch 0.
   reads better after an earlier batch and is refused for the very first one.
   ``one per batch`` creates one batch per table row.
 * ``When these items arrive in one batch:`` takes a ``kind`` column
-  (event, clock, idle, remove_key; for F064 also watermark, active,
+  (event, clock, idle, remove_key, end; for F064 also watermark, active,
   register_source, add_partition, remove_partition, assign_core) to mix events
   and control items inside one batch, which is how segments (F065-R22, F064-R20)
   and error rows are written. The columns present decide the item fields
@@ -35,6 +35,8 @@ in every output table: the first batch a scenario creates is batch 0.
 * F064 names a partition ``S/P`` (source/partition): ``When partition 0/3 is
   marked idle``, ``When source 0 is registered with 4 partitions``.
 * ``When an empty batch passes`` creates a batch without items.
+* ``When the input ends`` adds an ``end`` item (TR-14), in a new batch or, with
+  ``in the same batch``, after the latest batch's items.
 * ``When the engine restarts from its checkpoint`` creates no batch: it puts a
   restart point after the latest batch (TR-5).
 * A Then step sees the output of the trace built up to that step; "the last
@@ -519,6 +521,12 @@ def key_marked_idle(state: ScenarioState, key: str, same: str | None) -> None:
 def key_removed(state: ScenarioState, key: str, same: str | None) -> None:
     """A ``remove_key`` item: the key stops being tracked (F065-R17)."""
     state.add([Item("remove_key", key=parse_key(key))], "in the same batch" if same else "in one batch")
+
+
+@when(rf"the input ends{_SAME}")
+def input_ends(state: ScenarioState, same: str | None) -> None:
+    """An ``end`` item (TR-14): the stream's input is complete, in a new batch or the same one."""
+    state.add([Item("end")], "in the same batch" if same else "in one batch")
 
 
 @when(r"(?:an|(?P<n>\d+)) empty batch(?:es)? pass(?:es)?")

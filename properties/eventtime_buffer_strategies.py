@@ -19,7 +19,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from harness.outputs import TABLES, emitted_order
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
+from properties.generator_coverage import before_end, end_cases, with_end
 from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, restart_points
 from reference.eventtime_buffer import BUILTIN_TYPES, PARSER_CATALOGUE, EventtimeParseError
 
@@ -195,10 +197,18 @@ def eventtime_buffer_traces(draw: st.DrawFn, invalid_config_rate: int = 0) -> Tr
     return Trace(AREA, config, tuple(batches), draw(restart_points(len(batches))))
 
 
+# ---- the order of the output (VELO-R17) ------------------------------------------------------
+
+EMITTED_COLUMNS = TABLES[AREA]["emitted"]
+
+
 # ---- generator coverage (spec/traces.md TR-13, properties/generator_coverage.py) -----------
 
+#: the traces of the properties and of the differential run: some end (TR-14, VELO-R21)
+ENDING_TRACES = with_end(eventtime_buffer_traces())
+
 # a fixed share of refused configurations, so even a short run has its 10% (VELO-R2, R7)
-DIFFERENTIAL = ((eventtime_buffer_traces(), 0.9), (eventtime_buffer_traces(invalid_config_rate=100), 0.1))
+DIFFERENTIAL = ((ENDING_TRACES, 0.9), (eventtime_buffer_traces(invalid_config_rate=100), 0.1))
 
 CASES: dict[str, str] = {
     "event_at_late_boundary": "an event exactly at the watermark of its batch start: late (VELO-R14, R19)",
@@ -216,6 +226,8 @@ CASES: dict[str, str] = {
     "long_tie_run": ">= 8 released tuples of one time arriving in a batch of >= 20 events (VELO-R15)",
     "invalid_config": "a configuration refused before any item (VELO-R2, R7, TR-6)",
     "malformed_item": "an error row for a clock without time or going back, or another kind (VELO-R23)",
+    "end_releases_held_data": "the end releases tuples its batch would have kept buffered (VELO-R21)",
+    "item_after_end": "an item after the end, an after_end error row (VELO-R21, R23, TR-14)",
 }
 
 RARE: dict[str, str] = {}
@@ -234,16 +246,18 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     reached: set[str] = set()
     config = trace.config
     event_time_mode = bool(config.get("eventtime_enabled"))
-    events_per_batch = [sum(1 for i in batch if i.kind == "event") for batch in trace.batches]
-    arrival_batch = {i.value: b for b, batch in enumerate(trace.batches) for i in batch if i.kind == "event"}
+    ingested = before_end(trace).batches  # VELO-R21: the items after an end are error rows
+    events_per_batch = [sum(1 for i in batch if i.kind == "event") for batch in ingested]
     progress = sorted(output["progress"])
     watermarks = [None] + [row[1] for row in progress]  # watermarks[b]: before batch b
-    tuples = [r for r in output["emitted"] if r[2] == "tuple"]
+    emitted = [dict(zip(EMITTED_COLUMNS, r, strict=True)) for r in output["emitted"]]
+    tuples = [r for r in emitted if r["kind"] == "tuple"]
+    emits_watermark = any(r["kind"] == "watermark" and r["watermark"] < I64_MAX for r in emitted)
     for _, _, reason in output["errors"]:
         reached |= {_CELL_CASES[reason]} if reason in _CELL_CASES else set()
         reached |= {"malformed_item"} if reason in _MALFORMED_REASONS else set()
     if event_time_mode:
-        for b, batch in enumerate(trace.batches):
+        for b, batch in enumerate(ingested):
             before = watermarks[b]
             for item in batch:
                 t = _read_time(item, config) if item.kind == "event" and before is not None else None
@@ -251,28 +265,32 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
                     reached.add("event_at_late_boundary")
                 elif t is not None and t == before + 1:
                     reached.add("event_just_above_late_boundary")
-        if config.get("late_tolerance", 0) == 0 and any(r[2] == "watermark" for r in output["emitted"]):
+        if config.get("late_tolerance", 0) == 0 and emits_watermark:
             reached.add("tolerance_zero")
-    elif any(r[2] == "watermark" for r in output["emitted"]):
+    elif emits_watermark:
         reached.add("processing_time_mode")
     if any(progress[b][3] > 0 for b in trace.restart_after):
         reached.add("restart_with_buffered_tuples")
     if any(not batch for batch in trace.batches):
         reached.add("empty_batch")
-    times = Counter(r[4] for r in tuples)
+    times = Counter(r["event_time"] for r in tuples)
     if any(n >= 2 for n in times.values()):
         reached.add("tied_tuples")
-    if "joined_streams" in config and any(i.messages for batch in trace.batches for i in batch):
+    if "joined_streams" in config and any(i.messages for batch in ingested for i in batch):
         reached.add("joined_streams")
     if any(n >= LARGE_BATCH for n in events_per_batch):
         reached.add("large_batch")
-    ties = Counter((arrival_batch[r[5]], r[4]) for r in tuples)  # (arrival batch, time) -> tuples
+    ties = Counter((r["arrival_batch"], r["event_time"]) for r in tuples)  # (arrival batch, time) -> tuples
     if any(n >= LONG_TIE_RUN and events_per_batch[b] >= LARGE_BATCH for (b, _), n in ties.items()):
         reached.add("long_tie_run")
-    return reached
+    return reached | end_cases(trace, output, _released_tuples)
+
+
+def _released_tuples(output: Any, batch: int) -> int:
+    return sum(1 for r in output["emitted"] if r[0] == batch and r[1] == "tuple")
 
 
 __all__ = [
-    "AREA", "CASES", "DIFFERENTIAL", "INVALID_CONFIGS", "RARE", "cases_reached", "eventtime_buffer_configs",
-    "eventtime_buffer_traces",
+    "AREA", "CASES", "DIFFERENTIAL", "EMITTED_COLUMNS", "ENDING_TRACES", "INVALID_CONFIGS", "RARE",
+    "cases_reached", "emitted_order", "eventtime_buffer_configs", "eventtime_buffer_traces",
 ]  # fmt: skip

@@ -27,7 +27,11 @@ held to half of it: Hypothesis's draws are not independent, so a share
 swings between seeds more than a binomial count would (one case measured
 3.9% on one seed and 8.2% on another, before its strategy was raised), and a
 random seed must raise no false alarm, while a case the strategy stopped
-reaching still fails. From the command line, for one area or all:
+reaching still fails. The areas that hold data back (the buffer, sessions, keyed windows) put an ``end`` item
+(TR-14) in some of their traces with ``with_end`` and count ``END_CASES`` with ``end_cases``
+(defined here once for the three).
+
+From the command line, for one area or all:
 
     .tox/spark/bin/python -m properties.generator_coverage [AREA ...] [--traces N] [--seed S]
 """
@@ -38,8 +42,11 @@ import argparse
 import importlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
+from typing import Any
+
+from hypothesis import strategies as st
 
 from harness.differential import run_safely
 from harness.reference_engine import ReferenceEngine
@@ -86,6 +93,87 @@ def batch_shape_cases(
             reached.add("large_batch")
             if longest >= LONG_TIE_RUN:
                 reached.add("long_tie_run")
+    return reached
+
+
+# ---- the end of a stream (TR-14), for the areas that hold data back ------------------------
+
+
+def end_position(trace: Trace) -> tuple[int, int] | None:
+    """(batch, seq) of the trace's first ``end`` item, or None."""
+    for b, batch in enumerate(trace.batches):
+        for s, item in enumerate(batch):
+            if item.kind == "end":
+                return b, s
+    return None
+
+
+def before_end(trace: Trace) -> Trace:
+    """The trace cut just before its first ``end`` item: what the stream saw when the input ended."""
+    where = end_position(trace)
+    if where is None:
+        return trace
+    b, s = where
+    batches = (*trace.batches[:b], trace.batches[b][:s])
+    return replace(trace, batches=batches, restart_after=frozenset(r for r in trace.restart_after if r < b))
+
+
+@st.composite
+def with_end(draw: st.DrawFn, traces: st.SearchStrategy[Trace], rate: int = 40) -> Trace:
+    """A trace of ``traces`` that ``rate`` percent of the time holds an ``end`` item (TR-14):
+    half of those after the last item of the last batch (everything still held is released,
+    nothing follows); the rest inside the last batch or in an earlier one, so that items and
+    batches follow it (after_end rows). A quarter get a batch of the trace's own items or a second
+    end appended, a third a restart point after the end's batch.
+
+    One draw decides all but the position inside a batch: every extra draw shifts what
+    Hypothesis generates for the wrapped strategy, and with it the shares of its other cases."""
+    trace = draw(traces)
+    roll = draw(st.integers(0, 99))
+    if roll >= rate:
+        return trace
+    batches = [list(batch) for batch in trace.batches]
+    last = len(batches) - 1
+    if roll % 10 < 5:
+        b, s = last, len(batches[last])
+    else:
+        b = last if roll % 10 < 7 or last == 0 else roll % last
+        s = draw(st.integers(0, len(batches[b])))
+    batches[b].insert(s, Item("end"))
+    if roll % 4 == 1:
+        own = [i for batch in trace.batches for i in batch]
+        batches.append(draw(st.lists(st.sampled_from([*own, Item("end")]), max_size=3)))
+    restarts = set(trace.restart_after)
+    if b < len(batches) - 1 and roll % 3 == 0:
+        restarts.add(b)  # TR-5: the ended state crosses a restart
+    return replace(trace, batches=tuple(tuple(batch) for batch in batches), restart_after=frozenset(restarts))
+
+
+#: the end cases every area that accepts ``end`` counts (its CASES describe them with its clauses)
+END_CASES = ("end_releases_held_data", "item_after_end")
+
+
+def output_before_end(trace: Trace, output: Any) -> Any:
+    """The oracle's output for the trace cut just before its end (``output`` when it has none)."""
+    if end_position(trace) is None:
+        return output
+    [cut] = ReferenceEngine().run([before_end(trace)])
+    return cut
+
+
+def end_cases(trace: Trace, output: Any, released: Callable[[Any, int], int]) -> set[str]:
+    """``end_releases_held_data``: the end's batch releases more than the same batch cut before the
+    end does (``released(output, batch)`` counts the rows an area releases in a batch);
+    ``item_after_end``: some item follows the end and is answered ``after_end``."""
+    where = end_position(trace)
+    if where is None or not isinstance(output, dict):
+        return set()
+    reached: set[str] = set()
+    if any(reason == "after_end" for _, _, reason in output["errors"]):
+        reached.add("item_after_end")
+    cut = output_before_end(trace, output)
+    if isinstance(cut, dict) and released(output, where[0]) > released(cut, where[0]):
+        reached.add("end_releases_held_data")
     return reached
 
 

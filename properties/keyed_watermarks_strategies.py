@@ -4,7 +4,8 @@ The strategies themselves live in ``properties.strategies`` (``keyed_watermark_t
 this module says which of them the differential run draws and counts what they reach.
 Counting replays each trace through the oracle's tracker item by item (the idle and
 activity state that the output tables only show at batch ends) and reads the rest from
-the oracle's canonical output; it never steers generation.
+the oracle's canonical output; it never steers generation. Some traces end (TR-14,
+F065-R38): ``with_end`` puts an ``end`` item in them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
-from properties.generator_coverage import batch_shape_cases
+from properties.generator_coverage import batch_shape_cases, end_cases, with_end
 from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, keyed_watermark_traces
 from reference.keyed_watermarks import (
     COMPACT_KEYS,
@@ -28,7 +29,10 @@ from reference.keyed_watermarks import (
 )
 from reference.traces import TraceClock
 
-DIFFERENTIAL = ((keyed_watermark_traces(invalid_config_rate=10), 1.0),)
+#: the differential run's traces: some end (TR-14, F065-R38)
+ENDING_TRACES = with_end(keyed_watermark_traces(invalid_config_rate=10))
+
+DIFFERENTIAL = ((ENDING_TRACES, 1.0),)
 
 CASES: dict[str, str] = {
     "event_at_key_watermark": "an event exactly at its key's watermark, on time by `<` (F065-R3)",
@@ -85,6 +89,8 @@ CASES: dict[str, str] = {
     ),
     "compact_shards": "a compact stream with exact keys in two shards at once (F065-R27)",
     "compact_restart": "a compact stream restarts between batches (F065-R37)",
+    "end_releases_held_data": "the end fires keyed windows no watermark had reached (F065-R38)",
+    "item_after_end": "an item after the end, an after_end error row (F065-R23, R38, TR-14)",
 }
 
 RARE: dict[str, str] = {
@@ -109,7 +115,7 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     errors = {(b, s) for b, s, _ in output["errors"]}
     compact = "exact_key_count" in trace.config
     reached = batch_shape_cases(trace, errors)
-    if errors:
+    if any(reason != "after_end" for _, _, reason in output["errors"]):
         reached.add("error_row")
     if touches_i64_bounds(trace):
         reached.add("i64_bound")
@@ -136,7 +142,11 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
         reached.add("window_end_equals_watermark")
     if compact:
         reached |= _compact_output_cases(trace, output)
-    return reached
+    return reached | end_cases(trace, output, _fired_windows)
+
+
+def _fired_windows(output: Any, batch: int) -> int:
+    return sum(1 for row in output["windows"] if row[0] == batch)
 
 
 def keyed_counterpart(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -280,6 +290,7 @@ def _replay(trace: Trace, errors: set[tuple[int, int]], reached: set[str]) -> se
 __all__ = [
     "CASES",
     "DIFFERENTIAL",
+    "ENDING_TRACES",
     "RARE",
     "batch_shape_cases",
     "cases_reached",

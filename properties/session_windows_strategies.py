@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from harness.traces import InvalidConfig, Item, Trace
+from properties.generator_coverage import before_end, end_cases, output_before_end, with_end
 from properties.strategies import LARGE_BATCH, LONG_TIE_RUN
 
 AREA = "session_windows"
@@ -144,8 +145,11 @@ def _is_count(value: Any) -> bool:
 
 # ---- generator coverage (spec/traces.md TR-13, properties/generator_coverage.py) -----------
 
+#: the traces of the differential run and of most properties: some end (TR-14, F017E-R23)
+ENDING_TRACES = with_end(session_window_traces())
+
 # a fixed share of refused configurations, so even a short run has its 10% (F017E-R18)
-DIFFERENTIAL = ((session_window_traces(), 0.9), (session_window_traces(invalid_config_rate=1), 0.1))
+DIFFERENTIAL = ((ENDING_TRACES, 0.9), (session_window_traces(invalid_config_rate=1), 0.1))
 
 CASES: dict[str, str] = {
     "watermark_at_close_threshold": (
@@ -163,6 +167,8 @@ CASES: dict[str, str] = {
     "long_tie_run": ">= 8 on-time events of one time in a batch of >= 20 events (F017E-R3, R22)",
     "invalid_config": "a configuration refused before any item (F017E-R18, TR-6)",
     "error_rows": "a malformed item answered by an error row (F017E-R20)",
+    "end_releases_held_data": "the end closes sessions its batch would have left open (F017E-R23)",
+    "item_after_end": "an item after the end, an after_end error row (F017E-R20, R23, TR-14)",
 }
 
 RARE: dict[str, str] = {}
@@ -178,7 +184,7 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     late = {(b, s) for b, s, *_ in output["late"]}
     top: int | None = None
     key_batches: dict[str, list[int]] = {}
-    for b, batch in enumerate(trace.batches):
+    for b, batch in enumerate(before_end(trace).batches):  # F017E-R23: later items are error rows
         well_formed = [(s, i) for s, i in enumerate(batch)
                        if i.kind == "event" and i.key is not None and i.event_time is not None]  # fmt: skip
         on_time: Counter[int] = Counter()
@@ -200,7 +206,8 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
         if not batch:
             reached.add("empty_batch")
     progress = {row[0]: row for row in output["progress"]}
-    for b, key, _start, _end, _n, _sum, reason in output["sessions"]:
+    # closed before the end: the end closes by timer whatever the other keys do (F017E-R23)
+    for b, key, _start, _end, _n, _sum, reason in output_before_end(trace, output)["sessions"]:
         if reason == "watermark":
             reached.add("closed_by_watermark")
         elif max(key_batches.get(key, [-1])) < b:
@@ -213,12 +220,16 @@ def cases_reached(trace: Trace, output: Any) -> set[str]:
     verdicts = {row[5] for row in output["late"]}
     reached |= {"late_on_window_close"} if "late_output" in verdicts else set()
     reached |= {"late_dropped_by_final"} if "dropped" in verdicts else set()
-    if output["errors"]:
+    if any(reason != "after_end" for _, _, reason in output["errors"]):
         reached.add("error_rows")
-    return reached
+    return reached | end_cases(trace, output, _closed_sessions)
+
+
+def _closed_sessions(output: Any, batch: int) -> int:
+    return sum(1 for row in output["sessions"] if row[0] == batch)
 
 
 __all__ = [
-    "CASES", "DIFFERENTIAL", "RARE", "cases_reached", "invalid_session_window_configs",
+    "CASES", "DIFFERENTIAL", "ENDING_TRACES", "RARE", "cases_reached", "invalid_session_window_configs",
     "session_window_configs", "session_window_traces",
 ]  # fmt: skip

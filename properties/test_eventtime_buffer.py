@@ -1,9 +1,10 @@
 """Event-time reorder buffer (veloFlux): oracle invariants, and the engine-vs-oracle differential test.
 
 The invariants run the oracle (reference/eventtime_buffer.py) on generated
-disordered streams (properties/eventtime_buffer_strategies.py) and check the
-spec's promises on its output: the watermark contract, the exact late rule,
-stable ties, conservation of tuples, restarts. The differential test feeds
+disordered streams (properties/eventtime_buffer_strategies.py), some of which
+end (TR-14), and check the spec's promises on its output: the order key and
+the watermark contract, the exact late rule, stable ties, conservation of
+tuples, the end, restarts. The differential test feeds
 every engine chosen with ``--engine`` (except the reference) the generated
 traces in ONE ``run`` call and compares each output with the oracle's.
 """
@@ -20,7 +21,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_sub
-from properties.eventtime_buffer_strategies import DIFFERENTIAL, INVALID_CONFIGS, eventtime_buffer_traces
+from properties.eventtime_buffer_strategies import (
+    DIFFERENTIAL,
+    EMITTED_COLUMNS,
+    ENDING_TRACES,
+    INVALID_CONFIGS,
+    emitted_order,
+)
+from properties.generator_coverage import before_end, end_position
 from properties.strategies import check_generated
 from reference.eventtime_buffer import (
     BUILTIN_TYPES,
@@ -30,17 +38,21 @@ from reference.eventtime_buffer import (
     run_trace,
 )
 
-TRACES = eventtime_buffer_traces()
-COLUMNS = ("batch", "out_seq", "kind", "key", "event_time", "value", "watermark", "reason")
+TRACES = ENDING_TRACES
 
 
 def _stream(out: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    return [dict(zip(COLUMNS, r, strict=True)) for r in sorted(out["emitted"], key=lambda r: r[1])]
+    """The emitted rows in the output's order (VELO-R17's sort key), as dicts."""
+    return [dict(zip(EMITTED_COLUMNS, r, strict=True)) for r in emitted_order(out["emitted"])]
 
 
 def _events(trace: Trace) -> list[tuple[int, int, Item]]:
+    """The events the stage ingests: those before an end (VELO-R21: later ones are error rows)."""
     return [
-        (b, s, i) for b, batch in enumerate(trace.batches) for s, i in enumerate(batch) if i.kind == "event"
+        (b, s, i)
+        for b, batch in enumerate(before_end(trace).batches)
+        for s, i in enumerate(batch)
+        if i.kind == "event"
     ]
 
 
@@ -54,14 +66,16 @@ def _run(trace: Trace) -> dict[str, list[Any]] | None:
 # ---- the contract of the output stream (VELO-R17, R18, R23) -------------------------------
 
 
-@pytest.mark.clauses("VELO-R16", "VELO-R17", "VELO-R18", "VELO-R9", "VELO-R23")
+@pytest.mark.clauses("VELO-R16", "VELO-R17", "VELO-R18", "VELO-R9", "VELO-R21", "VELO-R23")
 @given(TRACES)
-def test_no_tuple_at_or_below_an_emitted_watermark_ever_follows_it(trace: Trace) -> None:
+def test_the_order_key_gives_the_emission_order_and_the_watermark_contract(trace: Trace) -> None:
+    """R17: sorting the rows by the order key reproduces the order the oracle emitted them in (it
+    appends them as it emits); R18: in that order no tuple at or below a watermark follows it."""
     out = _run(trace)
     if out is None:
         return
+    assert emitted_order(out["emitted"]) == [tuple(r) for r in out["emitted"]]
     stream = _stream(out)
-    assert [r["out_seq"] for r in stream] == list(range(len(stream)))  # R23: one numbering, no gaps
     watermark: int | None = None
     last_tuple: int | None = None
     for r in stream:
@@ -87,7 +101,7 @@ _CELL_LESS_TIE = Trace(
 @pytest.mark.clauses("VELO-R15")
 @given(TRACES)
 def test_the_strategy_keeps_its_promise_that_values_grow_with_arrival(trace: Trace) -> None:
-    """The tie property below reads arrival order from values: every event must raise it."""
+    """The tie property below reads arrival order from values: every ingested event must raise it."""
     values = [i.value for _, _, i in _events(trace)]
     assert values == sorted(set(values))
 
@@ -97,14 +111,34 @@ def test_the_strategy_keeps_its_promise_that_values_grow_with_arrival(trace: Tra
 @example(_CELL_LESS_TIE)
 def test_tuples_with_equal_times_leave_in_arrival_order(trace: Trace) -> None:
     """Generated values grow with arrival (every event, a cell-less one too), so arrival order
-    is visible in the output."""
+    is visible in the order the oracle emits, without the arrival columns."""
     out = _run(trace)
     if out is None:
         return
-    tuples = [r for r in _stream(out) if r["kind"] == "tuple"]
+    tuples = [dict(zip(EMITTED_COLUMNS, r, strict=True)) for r in out["emitted"] if r[1] == "tuple"]
     for before, after in zip(tuples, tuples[1:]):
         if before["event_time"] == after["event_time"]:
             assert before["value"] < after["value"]
+
+
+@pytest.mark.clauses("VELO-R15", "VELO-R23", "VELO-R12")
+@given(TRACES)
+def test_arrival_columns_name_the_event_of_each_tuple_and_error_item(trace: Trace) -> None:
+    """R23: a tuple or error row carries the batch and seq of its event (R15: its arrival), and a
+    tuple leaves in a batch at or after it arrived; watermark rows carry no arrival."""
+    out = _run(trace)
+    if out is None:
+        return
+    seen = set()
+    for r in _stream(out):
+        if r["kind"] == "watermark":
+            assert r["arrival_batch"] is None and r["arrival_seq"] is None
+            continue
+        event = trace.batches[r["arrival_batch"]][r["arrival_seq"]]
+        assert event.kind == "event" and (event.key, event.value) == (r["key"], r["value"])
+        assert r["arrival_batch"] <= r["batch"] and (r["kind"] == "tuple" or r["arrival_batch"] == r["batch"])
+        assert (r["arrival_batch"], r["arrival_seq"]) not in seen  # one output item per event
+        seen.add((r["arrival_batch"], r["arrival_seq"]))
 
 
 @pytest.mark.clauses("VELO-R12", "VELO-R14", "VELO-R21", "VELO-R22")
@@ -129,22 +163,56 @@ _TUPLE_REASONS = {
 }  # fmt: skip
 
 
-@pytest.mark.clauses("VELO-R13", "VELO-R14", "VELO-R16", "VELO-R19", "VELO-R20")
+@pytest.mark.clauses("VELO-R21", "VELO-R22", "VELO-R23", "VELO-R9", "TR-14")
+@given(TRACES)
+def test_after_an_end_nothing_is_buffered_and_every_later_item_is_after_end(trace: Trace) -> None:
+    """From the end's batch on: the watermark is the end of time, nothing is buffered, the counters
+    and max_timestamp_seen are those of the input before the end; the end's batch emits exactly
+    one watermark, I64_MAX, after the clock watermarks before the end (processing time) or instead
+    of its own target (event time), none if the watermark was already I64_MAX; later batches emit
+    nothing; every item after the end is an after_end error row."""
+    end = end_position(trace)
+    out = _run(trace)
+    if out is None or end is None:
+        return
+    cut = _run(before_end(trace))
+    assert cut is not None
+    progress = sorted(out["progress"])
+    last_before = max(cut["progress"])  # the end's batch cut just before the end
+    for row in progress[end[0] :]:
+        assert row[1] == I64_MAX and row[3] == 0
+        assert (row[2], row[4]) == (last_before[2], last_before[4])  # max_timestamp_seen, late count
+    stream = _stream(out)
+    assert all(r["batch"] <= end[0] for r in stream)
+    marks = [r["watermark"] for r in stream if r["batch"] == end[0] and r["kind"] == "watermark"]
+    before = progress[end[0] - 1][1] if end[0] > 0 else None
+    clock_marks = [] if trace.config.get("eventtime_enabled") else [w for w in marks if w < I64_MAX]
+    assert marks == clock_marks + ([] if before == I64_MAX else [I64_MAX])
+    after = {(b, s) for b, batch in enumerate(trace.batches) for s in range(len(batch)) if (b, s) > end}
+    assert {(b, s) for b, s, reason in out["errors"] if reason == "after_end"} == after
+    assert not {(b, s) for b, s, reason in out["errors"] if reason != "after_end"} & after
+
+
+@pytest.mark.clauses("VELO-R13", "VELO-R14", "VELO-R16", "VELO-R19", "VELO-R20", "VELO-R21")
 @given(TRACES)
 def test_late_exactly_at_or_below_the_watermark_of_the_batch_start(trace: Trace) -> None:
     """R14/R19: judged against the watermark before the batch, which is at most the earlier
-    maximum minus the tolerance; R16: after a batch it is max(before, max_seen - tolerance)."""
+    maximum minus the tolerance; R16: after a batch it is max(before, max_seen - tolerance),
+    until the end's batch, from which on it is the end of time (R21)."""
     out = _run(trace)
     if out is None or not trace.config.get("eventtime_enabled"):
         return
     tolerance = trace.config.get("late_tolerance", 0)
+    end = end_position(trace)
     progress = sorted(out["progress"])
     before: dict[int, tuple[int | None, int | None]] = {}
     previous: tuple[int | None, int | None] = (None, None)
     for row in progress:
         before[row[0]] = previous
         watermark, max_seen = row[1], row[2]
-        if max_seen is not None:
+        if end is not None and row[0] >= end[0]:
+            assert watermark == I64_MAX
+        elif max_seen is not None:
             target = saturating_sub(max_seen, tolerance)
             assert watermark == (target if previous[0] is None else max(previous[0], target))
         previous = (watermark, max_seen)
@@ -170,7 +238,7 @@ def test_processing_time_stamps_tuples_with_the_clock_and_buffers_nothing(trace:
     if out is None:
         return
     clock, stamps = 0, []
-    for batch in trace.batches:
+    for batch in before_end(trace).batches:
         for item in batch:
             if item.kind == "clock" and item.time is not None and item.time >= clock:
                 clock = item.time
@@ -234,14 +302,23 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
 
 @pytest.mark.clauses("VELO-R24")
 def test_spark_state_layout_is_versioned() -> None:
-    """A checkpoint of another layout version is refused with both versions named, never misread."""
-    from spark_impl.eventtime_buffer import LAYOUT_VERSION, StreamState
+    """A checkpoint of another layout version, or of another bucket count, is refused with both
+    values named, never misread."""
+    from spark_impl.eventtime_buffer import LAYOUT_VERSION, BucketState, StreamState
 
-    stored = StreamState().to_tuple()
-    assert StreamState.from_tuple(stored).to_tuple() == stored
-    newer = (LAYOUT_VERSION + 1, *stored[1:])
-    with pytest.raises(RuntimeError, match=f"version {LAYOUT_VERSION + 1}.*version {LAYOUT_VERSION} only"):
-        StreamState.from_tuple(newer)
+    bucket = BucketState(8, clock=5, watermark=-3, max_seen=7, ended=True, batches=2).to_tuple()
+    assert BucketState.from_tuple(bucket, 8).to_tuple() == bucket
+    stream = StreamState(8, late_dropped=2, watermarks_emitted=1, max_seen=7, watermark=-3).to_tuple()
+    assert StreamState.from_tuple(stream, 8).to_tuple() == stream
+    newer = LAYOUT_VERSION + 1
+    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
+        BucketState.from_tuple((newer, *bucket[1:]), 8)
+    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
+        StreamState.from_tuple((newer, *stream[1:]), 8)
+    with pytest.raises(RuntimeError, match="buckets 8.*buckets 4 only"):
+        BucketState.from_tuple(bucket, 4)
+    with pytest.raises(RuntimeError, match="buckets 8.*buckets 16 only"):
+        StreamState.from_tuple(stream, 16)
 
 
 # ---- the Spark operator's typed columns (the public function, VELO-R5) ----------------------
@@ -260,30 +337,31 @@ I64_CELLS = st.one_of(
 def test_spark_reads_integer_and_string_columns_as_the_oracle_reads_json_cells(
     cells: list[int | None], type_name: str, tolerance: int
 ) -> None:
-    """The pure core of spark_impl.eventtime_buffer (what runs in the worker) in its input modes:
-    ``long`` (an integer column) and ``text`` (a string column) of the public function."""
+    """The pure code of spark_impl.eventtime_buffer (what runs in the workers, here without Spark)
+    in its input modes: ``long`` (an integer column) and ``text`` (a string column) of the public
+    function."""
     import numpy as np
     import pandas as pd
 
-    from spark_impl.eventtime_buffer import StreamState, process_rows, validate_config
+    from spark_impl.eventtime_buffer import LocalRun
 
     config = {
         "columns": ["ts"], "eventtime_column": "ts", "eventtime_type": type_name, "eventtime_enabled": True,
         "late_tolerance": tolerance,
     }  # fmt: skip
     items = tuple(Item("event", key="k", value=i, raw=c) for i, c in enumerate(cells))
-    expected = [r[2:] for r in sorted(run_trace(Trace("eventtime_buffer", config, (items,)))["emitted"])]
+    expected = emitted_order(run_trace(Trace("eventtime_buffer", config, (items,)))["emitted"])
     n = len(cells)
     texts = pd.Series([None if c is None else str(c) for c in cells], dtype=object)
-    frame = pd.DataFrame({
-        "eb_batch": np.zeros(n, np.int64), "eb_seq": np.arange(n, dtype=np.int64), "eb_kind": "event",
-        "eb_key": "k", "eb_value": np.arange(n, dtype=np.int64), "eb_time": np.zeros(n, np.int64),
-        "eb_time_null": True, "eb_raw": texts, "eb_raw_null": texts.isna().to_numpy(), "eb_messages": None,
+    rows = pd.DataFrame({
+        "eb_sid": ["s"] * n, "eb_batch": np.zeros(n, np.int64), "eb_seq": np.arange(n, dtype=np.int64),
+        "eb_kind": ["event"] * n, "eb_key": ["k"] * n, "eb_value": np.arange(n, dtype=np.int64),
+        "eb_raw": texts, "eb_raw_null": texts.isna().to_numpy(),
         "eb_raw_long": np.array([0 if c is None else c for c in cells], np.int64),
     })  # fmt: skip
     for mode in ("long", "text"):
-        out = process_rows(StreamState(), frame, validate_config(config), "s", True, mode)
-        rows = out[out["output"] == "emitted"].sort_values("out_seq")
-        columns = ["kind", "key", "event_time", "value", "watermark", "reason"]
-        got = [tuple(None if pd.isna(v) else v for v in r) for r in rows[columns].itertuples(index=False)]
+        out = LocalRun(config, mode).micro_batch(rows)
+        emitted = out[out["output"] == "emitted"][list(EMITTED_COLUMNS)]
+        plain = (tuple(None if pd.isna(v) else v for v in r) for r in emitted.itertuples(index=False))
+        got = emitted_order(plain)
         assert got == expected, mode

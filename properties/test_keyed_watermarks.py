@@ -39,6 +39,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
+from properties.generator_coverage import end_position, with_end
 from properties.keyed_watermarks_strategies import DIFFERENTIAL, keyed_counterpart
 from properties.strategies import (
     ABSENT_KEY,
@@ -374,10 +375,11 @@ def _check_restarts_change_nothing(trace: Trace) -> None:
     assert run_trace(replace(trace, restart_after=everywhere)) == plain
 
 
-@pytest.mark.clauses("F065-R24", "F065-R37")
-@given(keyed_watermark_traces(max_batches=7))
+@pytest.mark.clauses("F065-R24", "F065-R37", "F065-R38")
+@given(with_end(keyed_watermark_traces(max_batches=7)))
 def test_restarts_do_not_change_the_output(trace: Trace) -> None:
-    """A third of these traces are compact (COMPACT_RATE)."""
+    """A third of these traces are compact (COMPACT_RATE); some end (TR-14), and a restart after
+    the end's batch keeps the stream ended."""
     _check_restarts_change_nothing(trace)
 
 
@@ -407,6 +409,40 @@ def test_malformed_items_change_nothing_but_the_errors_table(trace: Trace) -> No
     assert {k: v for k, v in out.items() if k != "errors"} == {
         k: v for k, v in clean.items() if k != "errors"
     }
+
+
+@pytest.mark.clauses("F065-R38", "F065-R21", "F065-R23", "F065-R9", "TR-14")
+@given(with_end(keyed_watermark_traces()))
+def test_the_end_fires_every_open_window_and_moves_nothing_else(trace: Trace) -> None:
+    """Against the same trace with the end and every later item replaced by a no-op: the same
+    verdicts, progress and key changes (no watermark moves, no key changes); the windows are the
+    same plus, in the end's batch, every window still open there, of every key; afterwards no
+    window is open; every item after the end is an after_end error row."""
+    end = end_position(trace)
+    if end is None:
+        return
+    noop = Item("idle", key=ABSENT_KEY)  # F065-R9: idling an unknown key changes nothing
+    quieted = replace(trace, batches=tuple(
+        tuple(noop if (b, s) >= end else item for s, item in enumerate(batch))
+        for b, batch in enumerate(trace.batches)
+    ))  # fmt: skip
+    out, quiet = run_trace(trace), run_trace(quieted)
+    assert {t: out[t] for t in ("events", "progress", "keys")} == {
+        t: quiet[t] for t in ("events", "progress", "keys")
+    }
+    before, ended = KeyedWatermarkStream(dict(trace.config)), KeyedWatermarkStream(dict(trace.config))
+    for b in range(end[0] + 1):
+        before.run_batch(b, quieted.batches[b])
+        ended.run_batch(b, trace.batches[b])
+    still_open = [] if before.windows is None else [
+        (end[0], k, start, before.windows.window_end(start), count, total)
+        for (k, start), (count, total) in before.windows.open_windows.items()
+    ]  # fmt: skip
+    assert sorted(out["windows"]) == sorted(quiet["windows"] + still_open)
+    assert ended.windows is None or not ended.windows.open_windows
+    after = {(b, s) for b, batch in enumerate(trace.batches) for s in range(len(batch)) if (b, s) > end}
+    assert {(b, s) for b, s, reason in out["errors"] if reason == "after_end"} == after
+    assert sorted(r for r in out["errors"] if r[2] != "after_end") == sorted(quiet["errors"])
 
 
 @pytest.mark.clauses("F065-R4", "F065-R21")
@@ -795,6 +831,7 @@ def test_the_share_of_events_late_only_for_the_compact_tracker_is_within_the_bou
     "F065-R34",
     "F065-R35",
     "F065-R37",
+    "F065-R38",
 )
 def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
     """All generated traces in ONE engine.run call; a difference is shrunk and printed as Gherkin."""

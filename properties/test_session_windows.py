@@ -2,7 +2,8 @@
 
 Invariants run on the oracle (reference/session_windows.py), through its API
 (a Hypothesis state machine with checkpoints and restores) and through its
-stream (``run_trace``); each recomputes a clause from the trace itself. The
+stream (``run_trace``, on traces some of which end, TR-14); each recomputes a
+clause from the trace itself. The
 pure core of the Spark operator (``process_rows``, no Spark) is checked
 against the oracle on rows in shuffled order. The differential tests feed
 every engine chosen with ``--engine`` (except the reference) generated traces
@@ -26,7 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from harness.engine import run_canonical
 from harness.hypothesis_profiles import run_seed
 from harness.outputs import TABLES, canonical, diff
-from harness.traces import InvalidConfig, Item, Trace
+from harness.traces import I64_MAX, InvalidConfig, Item, Trace
+from properties.generator_coverage import before_end, end_position, with_end
 from properties.session_windows_strategies import (
     DIFFERENTIAL,
     invalid_session_window_configs,
@@ -50,10 +52,10 @@ AREA = "session_windows"
 
 
 def _events(trace: Trace) -> list[tuple[int, int, Item]]:
-    """The well-formed events (F017E-R20) with their batch and seq, in arrival order."""
+    """The well-formed events (F017E-R20) before an end (R23), with their batch and seq, in arrival order."""
     return [
         (b, s, i)
-        for b, batch in enumerate(trace.batches)
+        for b, batch in enumerate(before_end(trace).batches)
         for s, i in enumerate(batch)
         if i.kind == "event" and i.key is not None and i.event_time is not None
     ]
@@ -104,8 +106,8 @@ def test_spark_refuses_every_configuration_the_oracle_refuses(
 # ---- the stream -------------------------------------------------------------------------------
 
 
-@pytest.mark.clauses("F017E-R17", "F017E-R15", "F017E-R16")
-@given(session_window_traces(max_batches=7))
+@pytest.mark.clauses("F017E-R17", "F017E-R15", "F017E-R16", "F017E-R23")
+@given(with_end(session_window_traces(max_batches=7)))
 def test_restarts_do_not_change_the_output(trace: Trace) -> None:
     plain = run_trace(replace(trace, restart_after=frozenset()))
     assert run_trace(trace) == plain
@@ -113,8 +115,8 @@ def test_restarts_do_not_change_the_output(trace: Trace) -> None:
     assert run_trace(replace(trace, restart_after=everywhere)) == plain
 
 
-@pytest.mark.clauses("F017E-R1", "F017E-R2", "F017E-R3", "F017E-R4", "F017E-R10", "F017E-R22")
-@given(session_window_traces(restarts=False))
+@pytest.mark.clauses("F017E-R1", "F017E-R2", "F017E-R3", "F017E-R4", "F017E-R10", "F017E-R22", "F017E-R23")
+@given(with_end(session_window_traces(restarts=False)))
 def test_sessions_are_the_components_of_the_on_time_events(trace: Trace) -> None:
     """Every on-time event is in exactly one session, emitted or open, and the sessions are the
     groups of each key's on-time events no more than gap apart (R3, R22): no session is split,
@@ -141,20 +143,28 @@ def test_sessions_are_the_components_of_the_on_time_events(trace: Trace) -> None
     assert sorted(emitted + _final_open_sessions(trace)) == sorted(expected)
 
 
-@pytest.mark.clauses("F017E-R5", "F017E-R6", "F017E-R7", "F017E-R8", "F017E-R9", "F017E-R12", "F017E-R14")
-@given(session_window_traces(restarts=False))
+@pytest.mark.clauses(
+    "F017E-R5", "F017E-R6", "F017E-R7", "F017E-R8", "F017E-R9", "F017E-R12", "F017E-R14", "F017E-R23"
+)
+@given(with_end(session_window_traces(restarts=False)))
 def test_a_session_closes_in_the_batch_the_watermark_passes_it_and_says_why(trace: Trace) -> None:
+    """A session closes in the batch of the first event whose watermark passes it (by the watermark
+    when that event is of its key), or, when no event passes it, at the end, by its timer (R23)."""
     gap, delay, lateness = _settings(trace)
     out = run_trace(trace)
     events, marks = _events(trace), _watermarks(trace)
+    end = end_position(trace)
     progress = {row[0]: row for row in out["progress"]}
     assert sorted(progress) == list(range(len(trace.batches)))  # F017E-R19: one row per batch
     by_reason = {"timer": 0, "watermark": 0}
-    for b, key, _start, end, _n, _sum, reason in sorted(out["sessions"]):
-        deadline = end + lateness
-        passing = next(n for n, w in enumerate(marks) if w > deadline)  # F017E-R7: strictly greater
-        assert events[passing][0] == b  # emitted in the batch of the first passing event
-        assert reason == ("watermark" if events[passing][2].key == key else "timer")  # F017E-R8
+    for b, key, _start, end_time, _n, _sum, reason in sorted(out["sessions"]):
+        deadline = end_time + lateness
+        passing = next((n for n, w in enumerate(marks) if w > deadline), None)  # F017E-R7: strictly greater
+        if passing is None:  # F017E-R23: the end of time passes it
+            assert end is not None and b == end[0] and reason == "timer"
+        else:
+            assert events[passing][0] == b  # emitted in the batch of the first passing event
+            assert reason == ("watermark" if events[passing][2].key == key else "timer")  # F017E-R8
         by_reason[reason] += 1
         assert progress[b][3] >= by_reason["timer"] and progress[b][4] >= by_reason["watermark"]
     last = progress[len(trace.batches) - 1]
@@ -166,14 +176,17 @@ def test_a_session_closes_in_the_batch_the_watermark_passes_it_and_says_why(trac
     for b, row in progress.items():
         assert row[2] == len(timers[b])  # F017E-R12: one pending timer per open session
         seen = [w for (eb, _, _), w in zip(events, marks, strict=True) if eb <= b]
-        assert row[1] == (seen[-1] if seen else None)  # F017E-R5: max event time minus delay
+        if end is not None and b >= end[0]:
+            assert row[1] == I64_MAX  # F017E-R23: the end of time
+        else:
+            assert row[1] == (seen[-1] if seen else None)  # F017E-R5: max event time minus delay
     for key, start, last_t, _n, _s in _final_open_sessions(trace):  # F017E-R12: at end + lateness
         assert (key, start, last_t + gap + lateness) in timers[len(trace.batches) - 1]
     assert delay >= 0
 
 
 @pytest.mark.clauses("F017E-R10", "F017E-R11")
-@given(session_window_traces(restarts=False))
+@given(with_end(session_window_traces(restarts=False)))
 def test_late_iff_older_than_the_watermark_minus_the_lateness(trace: Trace) -> None:
     _, _, lateness = _settings(trace)
     strategy = trace.config.get("emit_strategy", "OnWindowClose")
@@ -191,11 +204,14 @@ def test_late_iff_older_than_the_watermark_minus_the_lateness(trace: Trace) -> N
     assert [r[:5] for r in twin["late"]] == [r[:5] for r in out["late"]]  # F017E-R11: only the route differs
 
 
-@pytest.mark.clauses("F017E-R20")
-@given(session_window_traces())
+@pytest.mark.clauses("F017E-R20", "F017E-R23")
+@given(with_end(session_window_traces()))
 def test_malformed_items_change_nothing_but_the_errors_table(trace: Trace) -> None:
+    """Removing the malformed items and every item after the end changes only the error rows."""
+    end = end_position(trace)
     bad = {(b, s) for b, batch in enumerate(trace.batches) for s, i in enumerate(batch)
-           if i.kind != "event" or i.key is None or i.event_time is None}  # fmt: skip
+           if (end is not None and (b, s) > end)
+           or (i.kind != "end" and (i.kind != "event" or i.key is None or i.event_time is None))}  # fmt: skip
     cleaned = replace(trace, batches=tuple(
         tuple(i for s, i in enumerate(batch) if (b, s) not in bad) for b, batch in enumerate(trace.batches)
     ))  # fmt: skip
@@ -206,6 +222,32 @@ def test_malformed_items_change_nothing_but_the_errors_table(trace: Trace) -> No
     assert {k: v for k, v in out.items() if k not in ("errors", "late")} == {
         k: v for k, v in clean.items() if k not in ("errors", "late")
     }
+
+
+@pytest.mark.clauses("F017E-R23", "F017E-R7", "F017E-R8", "F017E-R9", "F017E-R20", "TR-14")
+@given(with_end(session_window_traces()))
+def test_after_an_end_only_sessions_timed_at_the_end_of_time_stay_open(trace: Trace) -> None:
+    """The end closes, by their timers and in its batch, exactly the sessions open before it whose
+    timer is below I64_MAX; from then on the watermark is I64_MAX, nothing closes and nothing is
+    late, and every item after the end is an after_end error row."""
+    end = end_position(trace)
+    if end is None:
+        return
+    out, cut = run_trace(trace), run_trace(before_end(trace))
+    assert all(r in out["sessions"] for r in cut["sessions"])  # the input before the end: the same
+    ended = [r for r in out["sessions"] if r not in cut["sessions"]]
+    assert all(r[0] == end[0] and r[6] == "timer" for r in ended)
+    open_before = {(k, start) for b, k, start, t in cut["timers"] if b == end[0] and t < I64_MAX}
+    assert sorted((r[1], r[2]) for r in ended) == sorted(open_before)
+    _, _, open_cut, by_timer_cut, by_watermark_cut, late_cut = max(cut["progress"])
+    for b, watermark, open_n, by_timer, by_watermark, late_n in sorted(out["progress"])[end[0] :]:
+        timers = [t for tb, _k, _s, t in out["timers"] if tb == b]
+        assert watermark == I64_MAX and all(t == I64_MAX for t in timers) and open_n == len(timers)
+        assert open_n == open_cut - len(ended)
+        assert (by_timer, by_watermark, late_n) == (by_timer_cut + len(ended), by_watermark_cut, late_cut)
+    assert sorted(out["late"]) == sorted(cut["late"])
+    after = {(b, s) for b, batch in enumerate(trace.batches) for s in range(len(batch)) if (b, s) > end}
+    assert {(b, s) for b, s, reason in out["errors"] if reason == "after_end"} == after
 
 
 # ---- the object API with checkpoints and restores ----------------------------------------------
@@ -292,7 +334,7 @@ def test_a_stale_timer_fired_by_hand_closes_nothing() -> None:
 # ---- the Spark operator's pure core (no Spark) ------------------------------------------------
 
 
-def _core_run(trace: Trace, shuffle_seed: int) -> dict[str, list[tuple[Any, ...]]]:
+def _core_run(trace: Trace, shuffle_seed: int, timers: bool) -> dict[str, list[tuple[Any, ...]]]:
     """spark_impl.session_windows.process_rows batch by batch, state through its stored form."""
     from spark_impl.session_windows import StreamState, process_rows, validate_config
 
@@ -309,7 +351,7 @@ def _core_run(trace: Trace, shuffle_seed: int) -> dict[str, list[tuple[Any, ...]
         ]  # fmt: skip
         pdf = pd.DataFrame(rows).sample(frac=1, random_state=shuffle_seed + b)  # physical order is no order
         st_ = StreamState.from_tuple(stored) if stored is not None else StreamState()
-        result = process_rows(st_, pdf, cfg, "s", has_batch=True)
+        result = process_rows(st_, pdf, cfg, "s", has_batch=True, report_timers=timers)
         stored = st_.to_tuple()
         for r in result.to_dict("records"):
             out[r["output"]].append(tuple(None if pd.isna(r[c]) else r[c] for c in TABLES[AREA][r["output"]]))
@@ -317,11 +359,16 @@ def _core_run(trace: Trace, shuffle_seed: int) -> dict[str, list[tuple[Any, ...]
 
 
 @pytest.mark.spark_only  # the Spark operator's processors, run without Spark
-@pytest.mark.clauses("F017E-R22", "F017E-R3", "F017E-R8", "F017E-R15")
-@given(session_window_traces(restarts=False), st.integers(0, 1000))
-def test_the_vectorised_spark_core_equals_the_event_by_event_oracle(trace: Trace, shuffle_seed: int) -> None:
+@pytest.mark.clauses("F017E-R22", "F017E-R3", "F017E-R8", "F017E-R15", "F017E-R23")
+@given(with_end(session_window_traces(restarts=False)), st.integers(0, 1000), st.booleans())
+def test_the_vectorised_spark_core_equals_the_event_by_event_oracle(
+    trace: Trace, shuffle_seed: int, timers: bool
+) -> None:
+    """Without the timers table a bucket reads only the blocks its events or passed timers name."""
     expected = canonical(AREA, run_trace(trace))
-    actual = _core_run(trace, shuffle_seed)
+    if not timers:
+        expected["timers"] = []
+    actual = _core_run(trace, shuffle_seed, timers)
     assert expected == actual, diff(AREA, expected, actual)
 
 
@@ -339,7 +386,7 @@ def test_spark_state_layout_is_versioned() -> None:
 # ---- engine versus oracle --------------------------------------------------------------------
 
 
-ALL_CLAUSES = tuple(f"F017E-R{n}" for n in range(1, 23) if n != 21)
+ALL_CLAUSES = tuple(f"F017E-R{n}" for n in range(1, 24) if n != 21)
 
 
 @pytest.mark.clauses(*ALL_CLAUSES)
@@ -355,7 +402,7 @@ RESTART_TRACES = 24
 def test_restarts_change_nothing_on_the_engine(engine_under_test: Any) -> None:
     """At least 20 generated traces, each with a restart: the engine's output equals its own
     uninterrupted run and the oracle's (no session lost, none emitted twice)."""
-    restart_traces = session_window_traces(min_restarts=1, max_batches=4)
+    restart_traces = with_end(session_window_traces(min_restarts=1, max_batches=4))
     traces = generate(restart_traces, RESTART_TRACES, run_seed() + 1)
     assert len(traces) >= 20 and all(t.restart_after for t in traces)
     restarted = run_canonical(engine_under_test, traces)
