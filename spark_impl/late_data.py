@@ -116,7 +116,7 @@ from spark_impl.common import (
 from spark_impl.scaleout import (
     NULL_MASK,
     SUMMARY_ROUTE,
-    SecondStage,
+    BatchSummaryStage,
     WideStage,
     check_layout,
     default_buckets,
@@ -602,27 +602,6 @@ class SourceBucketProcessor(WideStage):
         pass
 
 
-class StreamSummaryProcessor(SecondStage):
-    """The narrow stage (route -1): the counters, the open windows and the side-output positions."""
-
-    columns = (*OUTPUT_COLUMNS, NULL_MASK)
-
-    def __init__(self, buckets: int) -> None:
-        self.buckets = buckets
-
-    def open_state(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState("stream", STREAM_SCHEMA)
-
-    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
-        stored = self.state.get()
-        st = StreamState.from_tuple(stored, self.buckets) if stored is not None else StreamState(self.buckets)
-        out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
-        for b, part in batches_in(rows, "batch", True, 0):
-            summarise_batch(st, part, b, out)
-        self.state.update(st.to_tuple())
-        return out.masked_frame(NULL_MASK)
-
-
 _SOURCE_NULL_BIT = np.int64(1 << LONG_COLS.index("source"))
 
 
@@ -644,6 +623,17 @@ def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows
         )  # fmt: skip
         st.position += n_side
     out.add("progress", 1, batch=b, open_windows=st.open_windows, **dict(zip(VERDICTS, st.counts.tolist())))
+
+
+class StreamSummaryProcessor(BatchSummaryStage):
+    """The narrow stage (route -1): the counters, the open windows and the side-output positions."""
+
+    columns = (*OUTPUT_COLUMNS, NULL_MASK)
+    state_schema = STREAM_SCHEMA
+    state_class = StreamState
+    string_cols = STRING_COLS
+    summarise_batch = staticmethod(summarise_batch)
+
 
 
 @dataclass

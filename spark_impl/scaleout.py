@@ -27,6 +27,12 @@ holds the pieces every operator built on it uses:
   operator's ``processing_time_col``): a ``tick`` row per input partition and
   stream carrying the latest time seen, which the operator copies to every
   bucket and treats as a clock row before the micro-batch's rows.
+- ``block_of``: the block of a unit by linear hashing of its xxhash64, so a
+  bucket's state values stay small however many units it holds.
+- ``pack_text`` and ``unpack_text``: a column of strings as one state value's
+  two binary fields (lengths and UTF-8 bytes), decoded by one Arrow array.
+- ``MemoryStore``: the state store in a dict, so a processor's own code runs
+  without Spark (pure tests of an operator's stages).
 
 Why the table rows cross the second stage instead of joining it in a union:
 a stateful operator whose output feeds two branches of one query runs once per
@@ -39,13 +45,19 @@ batch, so what it needs from the whole stream must come from its own input
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from harness.traces import I64_MIN, InvalidConfig
-from spark_impl.common import StatefulProcessor, StatefulProcessorHandle, with_defaults
+from spark_impl.common import (
+    OutputRows,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    batches_in,
+    with_defaults,
+)
 
 BUCKETS_PER_PARTITION = 4
 NULL_MASK = "kw_nulls"
@@ -188,6 +200,34 @@ class SecondStage(StatefulProcessor):  # type: ignore[misc]
         pass
 
 
+class BatchSummaryStage(SecondStage):
+    """A second stage whose narrow group folds each batch's summaries into one value per stream.
+
+    A subclass names ``state_schema``, ``state_class`` (built from the bucket count, read with
+    ``from_tuple(value, buckets)``, written with ``to_tuple()``), ``string_cols`` and
+    ``summarise_batch(state, rows, batch, out)``, which appends the batch's rows to ``out``."""
+
+    state_schema: str
+    state_class: Any
+    string_cols: Sequence[str]
+    summarise_batch: Callable[[Any, pd.DataFrame, int, Any], None]  # a staticmethod of the subclass
+
+    def __init__(self, buckets: int) -> None:
+        self.buckets = buckets
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("stream", self.state_schema)
+
+    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+        stored, cls = self.state.get(), self.state_class
+        st = cls(self.buckets) if stored is None else cls.from_tuple(stored, self.buckets)
+        out = OutputRows(stream_id, tuple(c for c in self.columns if c != NULL_MASK), tuple(self.string_cols))
+        for b, part in batches_in(rows, "batch", True, 0):
+            self.summarise_batch(st, part, b, out)
+        self.state.update(st.to_tuple())
+        return out.masked_frame(NULL_MASK)
+
+
 def processing_time(fields: Mapping[str, Any], name: str) -> Any:
     """The processing time as epoch milliseconds: a column, or the micro-batch's start."""
     from pyspark.sql import functions as F
@@ -264,20 +304,113 @@ def with_ticks(rows: Any, time: Any, prefix: str) -> Any:
     return rows.mapInArrow(add_ticks, schema)
 
 
+def block_of(key_hash: Any, level: int, split: int) -> Any:
+    """The block of a key by linear hashing: the low ``level`` bits of its xxhash64 above the
+    ones the bucket mostly uses, one bit more for the blocks already split at this level."""
+    import numpy as np
+
+    bits = np.right_shift(np.asarray(key_hash, np.int64), 16) & np.int64((1 << 47) - 1)
+    block = bits & np.int64((1 << level) - 1)
+    return np.where(block < split, bits & np.int64((1 << (level + 1)) - 1), block)
+
+
+def pack_text(values: Any) -> tuple[bytes, bytes]:
+    """Strings as (int32 lengths, concatenated UTF-8 bytes): two binary fields of a state value."""
+    import numpy as np
+
+    encoded = [s.encode() for s in values.tolist()]
+    return np.fromiter(map(len, encoded), np.int32, len(encoded)).tobytes(), b"".join(encoded)
+
+
+def unpack_text(lengths: bytes, data: bytes) -> Any:
+    """``pack_text``'s fields back to an object array of str, through one Arrow string array."""
+    import numpy as np
+    import pyarrow as pa
+
+    lens = np.frombuffer(lengths, np.int32)
+    offsets = np.zeros(len(lens) + 1, np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    array = pa.StringArray.from_buffers(len(lens), pa.py_buffer(offsets.tobytes()), pa.py_buffer(data))
+    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=object)
+
+
+class MemoryStore:
+    """The state store of stateful processors in one dict, for running their own code without
+    Spark: ``handle(group)`` gives the state variables of one group, as Spark scopes them by the
+    implicit grouping key. Entries are keyed ``(*group, name)`` for a ValueState and ``(*group,
+    name, *user_key)`` for a MapState entry; values are the tuples written."""
+
+    def __init__(self, values: dict[tuple[Any, ...], tuple[Any, ...]] | None = None) -> None:
+        self.values = {} if values is None else values
+
+    def handle(self, group: tuple[Any, ...]) -> Any:
+        """Stands in for Spark's StatefulProcessorHandle in a processor's ``init``."""
+        return _MemoryHandle(self.values, tuple(group))
+
+
+class _MemoryHandle:
+    def __init__(self, values: dict[tuple[Any, ...], tuple[Any, ...]], group: tuple[Any, ...]) -> None:
+        self.values = values
+        self.group = group
+
+    def getValueState(self, name: str, schema: Any, ttl_duration_ms: Any = None) -> _MemoryValue:
+        return _MemoryValue(self.values, (*self.group, name))
+
+    def getMapState(
+        self, name: str, user_key_schema: Any, value_schema: Any, ttl_duration_ms: Any = None
+    ) -> _MemoryMap:
+        return _MemoryMap(self.values, (*self.group, name))
+
+
+class _MemoryValue:
+    def __init__(self, values: dict[tuple[Any, ...], tuple[Any, ...]], key: tuple[Any, ...]) -> None:
+        self.values, self.key = values, key
+
+    def get(self) -> tuple[Any, ...] | None:
+        return self.values.get(self.key)
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.values[self.key] = tuple(value)
+
+    def clear(self) -> None:
+        self.values.pop(self.key, None)
+
+
+class _MemoryMap:
+    def __init__(self, values: dict[tuple[Any, ...], tuple[Any, ...]], prefix: tuple[Any, ...]) -> None:
+        self.values, self.prefix = values, prefix
+
+    def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        return self.values.get((*self.prefix, *key))
+
+    def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:
+        self.values[(*self.prefix, *key)] = tuple(value)
+
+    def removeKey(self, key: tuple[Any, ...]) -> None:
+        self.values.pop((*self.prefix, *key), None)
+
+    def containsKey(self, key: tuple[Any, ...]) -> bool:
+        return (*self.prefix, *key) in self.values
+
+
 __all__ = [
     "BUCKETS_PER_PARTITION",
     "CURRENT_TIMESTAMP",
+    "MemoryStore",
     "NULL_MASK",
     "ROUTE",
     "SUMMARY_ROUTE",
     "SecondStage",
     "WideStage",
+    "block_of",
     "check_layout",
     "default_buckets",
     "one_frame",
+    "pack_text",
     "processing_time",
     "restore_nulls",
     "to_buckets",
     "two_stages",
+    "unpack_text",
     "with_ticks",
 ]

@@ -15,6 +15,7 @@ Apply the operator to your own streaming DataFrame and write its output::
         bounded_delay_ms=0,           # the watermark's delay (F017E-R5)
         emit_strategy="OnWindowClose",  # | "Final" (F017E-R11)
         value_col="amount",           # summed per session (count is always there)
+        seq_col="offset",             # arrival order inside a micro-batch (see below)
     )
     q = (sw.output.writeStream.format("parquet")
          .option("checkpointLocation", ckpt).start(path))
@@ -29,74 +30,104 @@ DataFrames are projections of it:
   ``verdict`` (``late_output`` or ``dropped``, F017E-R10, R11);
   ``sw.late_output`` only the routed ones (empty under ``Final``).
 - ``sw.timers``: the pending timers after each micro-batch, one per open
-  session (F017E-R12); ``report_timers=False`` leaves them out.
+  session (F017E-R12); only with ``report_timers=True`` (off by default: it
+  repeats every open session in every micro-batch).
 - ``sw.progress``: one row per stream and micro-batch: watermark, open
   sessions and the counters (F017E-R9).
 - ``sw.errors``: malformed rows (F017E-R20), with the reason.
 
 Every projection is a separate streaming plan; to get several tables from one
-run, write ``sw.output`` once (or use ``foreachBatch``) and split by ``output``.
+run, write ``sw.output`` once (``sw.write_tables``, or ``foreachBatch``) and
+split by ``output``.
 
 Optional columns: ``stream_id_col`` (many independent streams in one query;
 without it the whole DataFrame is one stream), ``seq_col`` (arrival order
 inside a micro-batch; without it the rows are taken in event-time order,
-ties by key), ``kind_col`` (event | batch_end; other kinds are error rows;
-needs ``seq_col``), ``value_col``, ``batch_col`` (the batch number reported;
-without it the operator counts micro-batches per stream). ``stream_configs``
-maps a stream id to its own settings (``gap``, ``allowed_lateness``,
-``bounded_delay``, ``emit_strategy``).
+ties by key), ``kind_col`` (event | end | batch_end; ``end`` closes the
+stream's input, F017E-R23; other kinds are error rows; needs ``seq_col``),
+``value_col``, ``batch_col`` (the batch number reported; without it the
+operator counts the micro-batches in which the stream has rows).
+``stream_configs`` maps a stream id to its own settings (``gap``,
+``allowed_lateness``, ``bounded_delay``, ``emit_strategy``). ``buckets``
+(default: 4 per shuffle partition of the session) is the number of key
+groups per stream and is fixed in the checkpoint; ``block_sessions`` (the
+open sessions a state value holds on average before the bucket splits a
+block) and ``chunk_rows`` (the arrival positions one group of the order
+stage covers; default 64 per bucket, so the chunk summaries copied to every
+bucket add 1/64 to the rows) may change between runs.
 
-Design (how Spark realises the clauses)
----------------------------------------
-- ONE GROUP PER STREAM: ``groupBy(stream_id).transformWithStateInPandas(...,
-  outputMode="Append", timeMode="None")``. The watermark is one per stream
-  and moves per event (F017E-R5, R6), and a session of a key without new
-  events must close when other keys move it (R14): every open session and
-  the timer index live in the stream's state. Spark's own watermark and
-  event-time timers are not used (one value per query, moved between
-  micro-batches only; EventTime mode would drop rows before we judge them).
-  The watermark moves only with the stream's own rows, so the group is called
-  in every micro-batch that can close a session; the harness's ``batch_end``
-  row per stream and batch adds progress rows for empty batches.
-- STATE: one ValueState per stream (RocksDB provider): a layout version, the
-  greatest event time seen (the watermark generator), the counters, the
-  number of micro-batches seen and one blob: the open sessions as the timer
-  index (Arrow IPC, zstd: trigger_time, key, session_start,
-  last_event_time, count, sum; one row per pending timer, sorted by trigger
-  time). One read and one write per stream and micro-batch; the operator
-  object keeps nothing between calls, so "dropped and recreated between
-  micro-batches" is what happens every time (R15, R16).
-- VECTORISED (F017E-R22): per batch, the watermark after each event is a
-  running maximum; lateness one comparison; the sessions are the connected
-  components of the stored sessions and the on-time events per key (one
-  sort, a grouped running maximum, reduceat); a component closes at the
-  first event whose watermark exceeds its timer (searchsorted over the
-  non-decreasing watermarks), by the watermark when that event has the
-  component's key, by its timer otherwise (R8).
+Design (how Spark realises the clauses; docs/architecture.md draws it)
+----------------------------------------------------------------------
+Three ``transformWithStateInPandas`` stages in one query, all
+``timeMode="None"`` (Spark's own watermark is one value per query, moved
+between micro-batches only, and EventTime mode would drop rows before the
+operator judged them):
+
+- ORDER STAGE, grouped by (stream, batch, chunk), no state. With
+  ``seq_col`` a chunk is ``seq div chunk_rows``, a run of consecutive
+  arrival positions; without it a chunk is an event-time range of 2**16 ms
+  (``et >> 16``), which keeps the order "event time, ties by key" between
+  chunks, and the rows get their position inside the chunk. Per event it
+  adds the highest event time of its chunk strictly before it (a running
+  maximum in arrival order) and sends the event to its key's bucket,
+  ``pmod(xxhash64(key), buckets)``; per chunk it sends one row with the
+  chunk's highest event time and row count to every bucket. Malformed rows
+  and the harness's ``batch_end`` go to bucket 0, ``end`` rows to every
+  bucket.
+- WIDE STAGE, grouped by (stream, bucket). Every bucket sees every chunk's
+  maximum, so it keeps the stream's highest event time itself and knows the
+  watermark just before and just after each of its own events: the stored
+  maximum, the maxima of the earlier chunks and the running maximum inside
+  the event's chunk (F017E-R6, R22). It judges lateness (R10), builds its
+  keys' sessions as connected components of the stored sessions and the
+  on-time events (R3, R22), closes those whose timer the batch's final
+  watermark passes (R7) and names the reason: ``watermark`` when an event of
+  the session's own key is the one whose watermark first passes the timer
+  (its watermark before is at or below the timer and after is above),
+  ``timer`` otherwise (R8). The ``end`` row (R23) makes the final watermark
+  ``I64_MAX`` and every later row an ``after_end`` error; the bucket keeps an
+  ended flag. Bucket 0 writes the errors of the rows it alone receives.
+- SECOND STAGE, grouped by (stream, route): route -1 is the narrow group of
+  the stream, which reads one summary per bucket and batch (open sessions,
+  closed by timer / watermark, late events, the final watermark) and writes
+  the ``progress`` row; the other routes pass the table rows through (a
+  stateful operator whose output feeds two branches would run twice).
+- STATE of a bucket: a ``MapState`` of blocks (the open sessions of the keys
+  whose hash falls in the block, by linear hashing: a block holds about
+  ``block_sessions`` sessions however many the stream has) and a
+  ``ValueState`` with the layout version, the bucket count, the block layout,
+  the stream's highest event time, the ended flag, the micro-batches seen and
+  per block (block, sessions, lowest trigger time). A micro-batch reads only
+  the blocks that hold keys of its events or whose lowest trigger its final
+  watermark passes (all of them with ``report_timers``), and writes back the
+  blocks whose contents changed. The narrow group keeps the counters and
+  each bucket's latest open-session count.
 - SATURATING i64 arithmetic is explicit (numpy wraps): end = min(i64 max,
   last + gap), trigger = min(i64 max, end + lateness), watermark =
-  max(i64 min, max - delay).
+  max(i64 min, max - delay). Long columns cross between the stages as a
+  value and a null mask (a nullable long would become a float in pandas).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.traces import I64_MAX, InvalidConfig
+from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
-    StreamGroupProcessor,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    batches_in,
     check_columns,
     event_time_millis,
     long_or_zero,
-    one_group_per_stream,
-    opt,
     require_int,
     sat_sub,
     stream_id_column,
@@ -105,11 +136,30 @@ from spark_impl.common import (
     warn_without_seq,
     with_defaults,
 )
+from spark_impl.scaleout import (
+    NULL_MASK,
+    ROUTE,
+    SUMMARY_ROUTE,
+    BatchSummaryStage,
+    MemoryStore,
+    WideStage,
+    block_of,
+    check_layout,
+    default_buckets,
+    one_frame,
+    pack_text,
+    restore_nulls,
+    two_stages,
+    unpack_text,
+)
 from spark_impl.session import check_session
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 STRATEGIES = ("OnWindowClose", "Final")
 CONFIG_KEYS = ("gap", "allowed_lateness", "bounded_delay", "emit_strategy")
+DEFAULT_BLOCK_SESSIONS = 128
+CHUNK_ROWS_PER_BUCKET = 64  # the default chunk: its summary rows (one per bucket) are 1/64 of its rows
+CHUNK_TIME_BITS = 16  # without seq_col a chunk of the order stage is an event-time range of 2**16 ms
 
 STRING_COLS = ("output", "stream_id", "key", "reason", "verdict")
 OUTPUT_COLUMNS = (
@@ -117,10 +167,42 @@ OUTPUT_COLUMNS = (
     "reason", "event_time", "watermark", "verdict", "trigger_time", "open_sessions",
     "sessions_closed_by_timer", "sessions_closed_by_watermark", "late_events",
 )  # fmt: skip
+LONG_COLS = tuple(c for c in OUTPUT_COLUMNS if c not in STRING_COLS)
 OUTPUT_SCHEMA = ", ".join(f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS)
-STATE_SCHEMA = (
-    "layout_version int, has_max boolean, max_event_time long, closed_by_timer long, "
-    "closed_by_watermark long, late_events long, batches long, sessions binary"
+
+# The order stage's rows: the input row (or a chunk summary, ``sw_summary``), its bucket, and
+# ``sw_run``: the highest event time of its chunk before it (``sw_run_has``: there is one). A
+# summary reuses the columns: ``sw_run`` the chunk's highest event time, ``sw_seq`` its rows.
+ORDER_FIELDS = (
+    ("sw_sid", "string"), ("sw_bucket", "long"), ("sw_batch", "long"), ("sw_chunk", "long"),
+    ("sw_seq", "long"), ("sw_kind", "string"), ("sw_key", "string"), ("sw_hash", "long"),
+    ("sw_et", "long"), ("sw_et_null", "boolean"), ("sw_value", "long"), ("sw_run", "long"),
+    ("sw_run_has", "boolean"), ("sw_summary", "boolean"),
+)  # fmt: skip
+ORDER_SCHEMA = ", ".join(f"`{name}` {kind}" for name, kind in ORDER_FIELDS)
+
+# A bucket's summary of one batch for the narrow group: its open sessions after the batch, the
+# sessions it closed by timer and by watermark, its late events, and the batch's final watermark.
+SUMMARY_COLS = (
+    "s_bucket",
+    "s_open",
+    "s_by_timer",
+    "s_by_watermark",
+    "s_late",
+    "s_watermark",
+    "s_has_watermark",
+)
+PASS_SCHEMA = ", ".join([f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS]
+                        + [f"`{NULL_MASK}` long"])  # fmt: skip
+WIDE_SCHEMA = ", ".join([PASS_SCHEMA, f"`{ROUTE}` long"] + [f"`{c}` long" for c in SUMMARY_COLS])
+BUCKET_SCHEMA = (
+    "layout_version int, buckets int, level int, split int, has_max boolean, max_event_time long, "
+    "ended boolean, batches long, blocks binary"
+)
+BLOCK_SCHEMA = "key_lengths binary, key_bytes binary, numbers binary"
+STREAM_SCHEMA = (
+    "layout_version int, buckets int, closed_by_timer long, closed_by_watermark long, late_events long, "
+    "open_sessions binary"
 )
 
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -133,6 +215,13 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "errors": ("stream_id", "batch", "seq", "reason"),
 }  # fmt: skip
+
+# The harness's engine: a trace has a handful of keys and items per batch, and every group costs
+# a Python call; three buckets, blocks split past two sessions and chunks of four arrival
+# positions still spread each trace over chunks, buckets and blocks, and split blocks as it runs.
+ENGINE_BUCKETS = 3
+ENGINE_BLOCK_SESSIONS = 2
+ENGINE_CHUNK_ROWS = 4
 
 
 # ---- configuration (F017E-R18) ----------------------------------------------------------
@@ -171,172 +260,171 @@ def _sat_add(a: np.ndarray, s: int) -> np.ndarray:
         return np.where(a > I64_MAX - s, np.int64(I64_MAX), a + np.int64(s))
 
 
-# ---- the stream state ---------------------------------------------------------------------
+# ---- the order stage: one chunk of arrival positions (no state) ----------------------------
 
-_SESSION_COLS = ("trigger_time", "key", "session_start", "last_event_time", "count", "sum")
-Sessions = dict[str, np.ndarray]  # the columns above; "key" holds objects (str), the rest int64
-_COMPRESS_FROM = 4096  # sessions; zstd costs more than it saves on small states
+_ORDER_DEFAULTS: dict[str, Any] = {"sw_seq": np.int64(0), "sw_kind": "event", "sw_value": np.int64(0)}
 
 
-def _empty_sessions() -> Sessions:
-    return {c: np.empty(0, object if c == "key" else np.int64) for c in _SESSION_COLS}
+def order_chunk(
+    pdf: pd.DataFrame, stream_id: str, batch: int, chunk: int, buckets: int, ordered: bool
+) -> pd.DataFrame:
+    """One chunk's rows in arrival order, each with the highest event time of the chunk before it
+    and its bucket, plus one summary row per bucket (the chunk's highest event time and row count).
 
-
-def _to_ipc(sessions: Sessions) -> bytes:
-    import pyarrow as pa
-
-    n = len(sessions["key"])
-    if n == 0:
-        return b""
-    table = pa.table(
-        {c: pa.array(sessions[c], type=pa.string() if c == "key" else pa.int64()) for c in _SESSION_COLS}
-    ).replace_schema_metadata({"layout": "sessions", "layout_version": str(LAYOUT_VERSION)})
-    options = pa.ipc.IpcWriteOptions(compression="zstd" if n >= _COMPRESS_FROM else None)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=options) as w:
-        w.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _from_ipc(blob: bytes) -> Sessions:
-    import pyarrow as pa
-
-    if not blob:
-        return _empty_sessions()
-    table = pa.ipc.open_stream(pa.py_buffer(bytes(blob))).read_all()
-    meta = table.schema.metadata or {}
-    if meta.get(b"layout") != b"sessions" or meta.get(b"layout_version") != str(LAYOUT_VERSION).encode():
-        raise RuntimeError(
-            f"session_windows: the sessions blob in the checkpoint has layout {meta!r}; this release "
-            f"reads layout version {LAYOUT_VERSION} only. Start from a new checkpoint."
-        )
-    return {
-        c: table.column(c).to_numpy(zero_copy_only=False).astype(object if c == "key" else np.int64)
-        for c in _SESSION_COLS
+    ``ordered``: the rows carry arrival positions (``sw_seq``); otherwise the chunk is an
+    event-time range, its rows are taken in event-time order, ties by key, and ``sw_seq``
+    becomes the position inside the chunk (the wide stage adds the rows of the earlier chunks)."""
+    if ordered:
+        pdf = pdf.sort_values("sw_seq", kind="stable")
+    else:
+        pdf = pdf.sort_values(["sw_et", "sw_key"], kind="stable", na_position="last")
+    n = len(pdf)
+    seq = pdf["sw_seq"].to_numpy(np.int64) if ordered else np.arange(n, dtype=np.int64)
+    kind = pdf["sw_kind"].to_numpy(object)
+    key = pdf["sw_key"].to_numpy(object)
+    et = pdf["sw_et"].to_numpy(np.int64)
+    et_null = pdf["sw_et_null"].to_numpy(bool)
+    key_hash = pdf["sw_hash"].to_numpy(np.int64)
+    valid = (kind == "event") & pd.notna(key) & ~et_null  # F017E-R20: only these move the watermark
+    upto = np.maximum.accumulate(np.where(valid, et, np.int64(I64_MIN)))
+    run = np.empty(n, np.int64)
+    run[:1] = I64_MIN
+    run[1:] = upto[:-1]
+    run_has = (np.cumsum(valid) - valid) > 0
+    # An event goes to its key's bucket, an end row to every bucket (F017E-R23), the rest to 0.
+    copies = np.where(kind == "end", buckets, 1)
+    rows = np.repeat(np.arange(n), copies)
+    within = np.arange(len(rows)) - np.repeat(np.cumsum(copies) - copies, copies)
+    home = np.where(valid, np.mod(key_hash, buckets), 0)  # numpy's mod of a positive divisor is pmod
+    bucket = np.where(copies[rows] > 1, within, home[rows])
+    m = len(rows)
+    top_has = bool(valid.any())
+    every = np.arange(buckets, dtype=np.int64)
+    data: dict[str, Any] = {
+        "sw_sid": np.full(m + buckets, stream_id, dtype=object),
+        "sw_bucket": np.concatenate([bucket, every]),
+        "sw_batch": np.full(m + buckets, batch, np.int64),
+        "sw_chunk": np.full(m + buckets, chunk, np.int64),
+        "sw_seq": np.concatenate([seq[rows], np.full(buckets, n, np.int64)]),
+        "sw_kind": np.concatenate([kind[rows], np.full(buckets, None, dtype=object)]),
+        "sw_key": np.concatenate([key[rows], np.full(buckets, None, dtype=object)]),
+        "sw_hash": np.concatenate([key_hash[rows], np.zeros(buckets, np.int64)]),
+        "sw_et": np.concatenate([et[rows], np.zeros(buckets, np.int64)]),
+        "sw_et_null": np.concatenate([et_null[rows], np.zeros(buckets, bool)]),
+        "sw_value": np.concatenate([pdf["sw_value"].to_numpy(np.int64)[rows], np.zeros(buckets, np.int64)]),
+        "sw_run": np.concatenate([run[rows], np.full(buckets, upto[-1] if top_has else 0, np.int64)]),
+        "sw_run_has": np.concatenate([run_has[rows], np.full(buckets, top_has)]),
+        "sw_summary": np.concatenate([np.zeros(m, bool), np.ones(buckets, bool)]),
     }
+    return pd.DataFrame(data, copy=False)
+
+
+class ChunkOrderProcessor(StatefulProcessor):  # type: ignore[misc]
+    """The order stage: one call per (stream, batch, chunk) and micro-batch; it keeps no state."""
+
+    def __init__(self, buckets: int, ordered: bool) -> None:
+        self.buckets = buckets
+        self.ordered = ordered
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        pass
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        stream_id, batch, chunk = str(key[0]), int(key[1]), int(key[2])
+        pdf = one_frame(rows, _ORDER_DEFAULTS)
+        yield order_chunk(pdf, stream_id, batch, chunk, self.buckets, self.ordered)
+
+    def close(self) -> None:
+        pass
+
+
+# ---- the wide stage: the state of one (stream, bucket) ------------------------------------
+
+_NUMBERS = ("hash", "start", "last", "count", "sum", "trigger")  # a stored session's numbers
 
 
 @dataclass
-class StreamState:
-    """Everything one stream keeps across micro-batches (one ValueState, F017E-R15)."""
+class Sessions:
+    """Open sessions column-wise: key (str objects) and the int64 columns of ``_NUMBERS``."""
 
+    key: np.ndarray = field(default_factory=lambda: np.empty(0, object))
+    hash: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    start: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    last: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    count: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    sum: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    trigger: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def take(self, rows: np.ndarray) -> Sessions:
+        return Sessions(self.key[rows], *(getattr(self, n)[rows] for n in _NUMBERS))
+
+    def __add__(self, other: Sessions) -> Sessions:
+        return Sessions(
+            np.concatenate([self.key, other.key]),
+            *(np.concatenate([getattr(self, n), getattr(other, n)]) for n in _NUMBERS),
+        )
+
+    def pack(self) -> tuple[bytes, bytes, bytes]:
+        """One block's state value (BLOCK_SCHEMA)."""
+        lengths, text = pack_text(self.key)
+        numbers = np.column_stack([getattr(self, n) for n in _NUMBERS]).astype(np.int64)
+        return lengths, text, numbers.tobytes()
+
+    @classmethod
+    def unpack(cls, values: list[tuple[Any, ...]]) -> Sessions:
+        """Several blocks' values, concatenated."""
+        if not values:
+            return cls()
+        keys = unpack_text(b"".join(bytes(v[0]) for v in values), b"".join(bytes(v[1]) for v in values))
+        numbers = np.frombuffer(b"".join(bytes(v[2]) for v in values), np.int64).reshape(-1, len(_NUMBERS))
+        return cls(keys, *(numbers[:, i].copy() for i in range(len(_NUMBERS))))
+
+
+@dataclass
+class BucketState:
+    """What one (stream, bucket) keeps in its ValueState: the block layout (linear hashing,
+    ``2**level + split`` blocks), the stream's highest event time (every bucket sees every
+    chunk's), the ended flag (F017E-R23), the micro-batches seen, and per stored block its
+    number, sessions and lowest trigger time."""
+
+    buckets: int
+    level: int = 0
+    split: int = 0
     max_event_time: int | None = None
-    closed_by_timer: int = 0
-    closed_by_watermark: int = 0
-    late_events: int = 0
+    ended: bool = False
     batches: int = 0
-    # F017E-R12: the timer index: one row per open session, sorted by trigger time.
-    sessions: Sessions = field(default_factory=_empty_sessions)
+    blocks: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+
+    def block_count(self) -> int:
+        return (1 << self.level) + self.split
 
     def to_tuple(self) -> tuple[Any, ...]:
         return (
-            LAYOUT_VERSION, self.max_event_time is not None, self.max_event_time or 0, self.closed_by_timer,
-            self.closed_by_watermark, self.late_events, self.batches, _to_ipc(self.sessions),
+            LAYOUT_VERSION, self.buckets, self.level, self.split, self.max_event_time is not None,
+            self.max_event_time or 0, self.ended, self.batches,
+            np.ascontiguousarray(self.blocks, np.int64).tobytes(),
         )  # fmt: skip
 
     @classmethod
-    def from_tuple(cls, value: tuple[Any, ...]) -> StreamState:
-        version = value[0]
-        if version != LAYOUT_VERSION:
-            raise RuntimeError(
-                f"session_windows: the checkpoint holds state layout version {version}; this "
-                f"release reads version {LAYOUT_VERSION} only. Start from a new checkpoint."
-            )
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
+        check_layout("session_windows", value, LAYOUT_VERSION, buckets)
         return cls(
-            max_event_time=int(value[2]) if value[1] else None, closed_by_timer=int(value[3]),
-            closed_by_watermark=int(value[4]), late_events=int(value[5]), batches=int(value[6]),
-            sessions=_from_ipc(value[7]),
+            buckets, int(value[2]), int(value[3]), int(value[5]) if value[4] else None, bool(value[6]),
+            int(value[7]), np.frombuffer(bytes(value[8]), np.int64).reshape(-1, 3).copy(),
         )  # fmt: skip
 
 
-class _Out(OutputRows):
+class _WideOut(OutputRows):
+    """The wide stage's rows of one call: table rows (route = the bucket) and summaries (route -1)."""
+
     def __init__(self, stream_id: str) -> None:
-        super().__init__(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+        super().__init__(stream_id, (*OUTPUT_COLUMNS, ROUTE, *SUMMARY_COLS), STRING_COLS)
 
 
-# ---- processing one stream's rows (pure numpy; runs in the worker) -------------------------
-
-
-def process_rows(
-    state: StreamState, rows: pd.DataFrame, cfg: StreamConfig, stream_id: str, has_batch: bool,
-    report_timers: bool = True,
-) -> pd.DataFrame:  # fmt: skip
-    """Applies one call's rows of one stream to its state; returns the output rows.
-
-    ``rows`` has the normalised columns built by ``session_windows``: sw_batch,
-    sw_seq, sw_kind, sw_key, sw_et, sw_et_null, sw_value.
-    """
-    out = _Out(stream_id)
-    cols = {c: rows[c].to_numpy() for c in ("sw_batch", "sw_seq", "sw_kind", "sw_key", "sw_et", "sw_et_null",
-                                            "sw_value")}  # fmt: skip
-    if has_batch:
-        batch_of = cols["sw_batch"].astype(np.int64)
-        groups = [(int(b), batch_of == b) for b in np.unique(batch_of)]
-    else:
-        groups = [(state.batches, np.ones(len(rows), bool))]
-    for b, mask in groups:
-        part = {c: v[mask] for c, v in cols.items()} if len(groups) > 1 else cols
-        _process_batch(state, part, cfg, b, out, report_timers)
-        state.batches += 1
-    return out.frame()
-
-
-def _process_batch(
-    st: StreamState, rows: dict[str, np.ndarray], cfg: StreamConfig, b: int, out: _Out, report_timers: bool
-) -> None:
-    order = np.argsort(rows["sw_seq"].astype(np.int64), kind="stable")  # F017E-R19: arrival order is seq
-    kind = rows["sw_kind"][order].astype(object)
-    key = rows["sw_key"][order].astype(object)
-    et = rows["sw_et"][order].astype(np.int64)
-    seq = rows["sw_seq"][order].astype(np.int64)
-
-    # F017E-R20: malformed rows, decided vectorised; they change nothing.
-    is_event = kind == "event"
-    key_null = pd.isna(key)
-    err = np.full(len(kind), None, dtype=object)
-    err[~is_event & (kind != "batch_end")] = "unsupported_item"
-    err[is_event & key_null] = "missing_key"
-    err[is_event & ~key_null & rows["sw_et_null"][order].astype(bool)] = "missing_event_time"
-    bad = err != None  # noqa: E711 - elementwise
-    if bad.any():
-        out.add("errors", int(bad.sum()), batch=b, seq=seq[bad], reason=err[bad])
-    ev = is_event & ~bad
-    keys, times, seqs = key[ev], et[ev], seq[ev]
-    values = rows["sw_value"][order].astype(np.int64)[ev]
-
-    # F017E-R5/R6: the watermark after each event, in arrival order.
-    if len(times):
-        running = np.maximum.accumulate(times)
-        if st.max_event_time is not None:
-            running = np.maximum(running, np.int64(st.max_event_time))
-        wm = sat_sub(running, cfg.bounded_delay)
-        st.max_event_time = int(running[-1])
-        late = times < sat_sub(wm, cfg.allowed_lateness)  # F017E-R10: event_time + lateness < watermark
-    else:
-        wm = np.empty(0, np.int64)
-        late = np.zeros(0, bool)
-    n_late = int(late.sum())
-    if n_late:
-        st.late_events += n_late
-        verdict = "late_output" if cfg.emit_strategy == "OnWindowClose" else "dropped"  # F017E-R11
-        out.add("late", n_late, batch=b, seq=seqs[late], key=keys[late], event_time=times[late],
-                watermark=wm[late], verdict=verdict)  # fmt: skip
-
-    st.sessions = _sessions_step(st, cfg, keys, times, values, ~late, wm, b, out)
-
-    # F017E-R9/R19: the progress row and the pending timers after the batch.
-    s = st.sessions
-    watermark = None
-    if st.max_event_time is not None:
-        watermark = int(sat_sub(np.array([st.max_event_time], np.int64), cfg.bounded_delay)[0])
-    out.add(
-        "progress", 1, batch=b, watermark=opt(watermark), open_sessions=len(s["key"]),
-        sessions_closed_by_timer=st.closed_by_timer, sessions_closed_by_watermark=st.closed_by_watermark,
-        late_events=st.late_events,
-    )  # fmt: skip
-    if report_timers and len(s["key"]):
-        out.add("timers", len(s["key"]), batch=b, key=s["key"], session_start=s["session_start"],
-                trigger_time=s["trigger_time"])  # fmt: skip
+# ---- sessions as components (F017E-R3, R12, R22) --------------------------------------------
 
 
 def _grouped_running_max(codes: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -347,27 +435,35 @@ def _grouped_running_max(codes: np.ndarray, values: np.ndarray) -> np.ndarray:
     return distinct[np.maximum.accumulate(packed) - codes.astype(np.int64) * len(distinct)]
 
 
-def _sessions_step(
-    st: StreamState, cfg: StreamConfig, keys: np.ndarray, times: np.ndarray, values: np.ndarray,
-    on_time: np.ndarray, wm: np.ndarray, b: int, out: _Out,
-) -> Sessions:  # fmt: skip
-    """F017E-R3/R7/R8/R22: the batch's sessions as components; those passed by the watermark close."""
-    stored = st.sessions
-    n_stored, n_new = len(stored["key"]), int(on_time.sum())
-    if n_stored + n_new == 0:
-        return stored
-    # Keys of stored sessions and of every event (late ones too: R8 compares the passing event's key).
-    codes, found = pd.factorize(np.concatenate([stored["key"], keys]))
-    uniques = np.asarray(found, dtype=object)
-    stored_codes, event_codes = codes[:n_stored], codes[n_stored:]
-    block_code = np.concatenate([stored_codes, event_codes[on_time]])
-    start = np.concatenate([stored["session_start"], times[on_time]])
-    last = np.concatenate([stored["last_event_time"], times[on_time]])
-    count = np.concatenate([stored["count"], np.ones(n_new, np.int64)])
-    total = np.concatenate([stored["sum"], values[on_time]])
-    stored_trigger = np.concatenate([stored["trigger_time"], np.zeros(n_new, np.int64)])
-    is_stored = np.arange(n_stored + n_new) < n_stored
+@dataclass
+class _Components:
+    code: np.ndarray
+    start: np.ndarray
+    last: np.ndarray
+    count: np.ndarray
+    sum: np.ndarray
+    trigger: np.ndarray
 
+
+def components(
+    cfg: StreamConfig, stored_code: np.ndarray, stored: Sessions, code: np.ndarray, time: np.ndarray,
+    value: np.ndarray,
+) -> _Components:  # fmt: skip
+    """F017E-R3/R12/R22: the sessions made of the stored ones and the on-time events (keys as
+    codes), in any order: per key, blocks [start, last] sorted by start; a block more than
+    ``gap`` after everything before it starts a new session. An untouched session keeps its
+    stored trigger time; a grown or merged one gets end + allowed lateness."""
+    n_stored, n_new = len(stored_code), len(code)
+    block_code = np.concatenate([stored_code, code]).astype(np.int64)
+    start = np.concatenate([stored.start, time])
+    last = np.concatenate([stored.last, time])
+    count = np.concatenate([stored.count, np.ones(n_new, np.int64)])
+    total = np.concatenate([stored.sum, value])
+    stored_trigger = np.concatenate([stored.trigger, np.zeros(n_new, np.int64)])
+    if n_stored + n_new == 0:
+        empty = np.empty(0, np.int64)
+        return _Components(empty, empty, empty, empty, empty, empty)
+    is_stored = np.arange(n_stored + n_new) < n_stored
     order = np.lexsort((start, block_code))
     code_s, start_s, last_s = block_code[order], start[order], last[order]
     first = np.ones(len(order), bool)
@@ -376,69 +472,326 @@ def _sessions_step(
     before = np.empty_like(reach)
     before[0] = 0
     before[1:] = reach[:-1]
-    # F017E-R3: a block more than gap after everything before it (same key) starts a new session.
     heads = np.flatnonzero(first | (start_s > _sat_add(before, cfg.gap)))
-    c_code = code_s[heads]
-    c_start = start_s[heads]
     c_last = np.maximum.reduceat(last_s, heads)
-    c_count = np.add.reduceat(count[order], heads)
-    c_sum = np.add.reduceat(total[order], heads)
     size = np.diff(np.append(heads, len(order)))
     untouched = (size == 1) & is_stored[order][heads]
-    c_end = _sat_add(c_last, cfg.gap)  # F017E-R2
-    # F017E-R12: an untouched session keeps its stored timer; a grown or merged one gets a new one.
-    c_trigger = np.where(untouched, stored_trigger[order][heads], _sat_add(c_end, cfg.allowed_lateness))
+    end = _sat_add(c_last, cfg.gap)  # F017E-R2
+    return _Components(
+        code=code_s[heads], start=start_s[heads], last=c_last,
+        count=np.add.reduceat(count[order], heads), sum=np.add.reduceat(total[order], heads),
+        trigger=np.where(untouched, stored_trigger[order][heads], _sat_add(end, cfg.allowed_lateness)),
+    )  # fmt: skip
 
-    passing = np.searchsorted(wm, c_trigger, side="right")  # F017E-R7: first event with watermark > trigger
-    closed = passing < len(wm)
-    n_closed = int(closed.sum())
-    if n_closed:
-        by_watermark = event_codes[passing[closed]] == c_code[closed]  # F017E-R8
-        n_wm = int(by_watermark.sum())
-        st.closed_by_watermark += n_wm
-        st.closed_by_timer += n_closed - n_wm
-        out.add(
-            "sessions", n_closed, batch=b, key=uniques[c_code[closed]], session_start=c_start[closed],
-            session_end=c_end[closed], count=c_count[closed], sum=c_sum[closed],
-            reason=np.where(by_watermark, "watermark", "timer").astype(object),
+
+# ---- the wide stage: one batch of one bucket --------------------------------------------
+
+
+@dataclass
+class _Chunks:
+    """A batch's chunk summaries, by chunk number: the highest event time before each chunk
+    (the stored maximum and the earlier chunks') and the rows before it."""
+
+    number: np.ndarray
+    prior: np.ndarray
+    prior_has: np.ndarray
+    rows_before: np.ndarray
+    top: int
+    top_has: bool
+
+    @classmethod
+    def of(cls, summaries: pd.DataFrame, stored: int | None) -> _Chunks:
+        order = np.argsort(summaries["sw_chunk"].to_numpy(np.int64), kind="stable")
+        number = summaries["sw_chunk"].to_numpy(np.int64)[order]
+        if len(number) and (np.diff(number) == 0).any():
+            raise RuntimeError("session_windows: a chunk summary reached a bucket twice")
+        has = summaries["sw_run_has"].to_numpy(bool)[order]
+        tops = np.where(has, summaries["sw_run"].to_numpy(np.int64)[order], np.int64(I64_MIN))
+        start = np.int64(I64_MIN if stored is None else stored)
+        upto = np.maximum.accumulate(np.concatenate([[start], tops]))
+        rows = summaries["sw_seq"].to_numpy(np.int64)[order]
+        return cls(
+            number, upto[:-1], (stored is not None) | ((np.cumsum(has) - has) > 0), np.cumsum(rows) - rows,
+            int(upto[-1]), stored is not None or bool(has.any()),
         )  # fmt: skip
-    keep = np.flatnonzero(~closed)
-    keep = keep[np.lexsort((c_start[keep], c_code[keep], c_trigger[keep]))]  # the timer index order
-    return {
-        "trigger_time": c_trigger[keep], "key": uniques[c_code[keep]], "session_start": c_start[keep],
-        "last_event_time": c_last[keep], "count": c_count[keep], "sum": c_sum[keep],
-    }  # fmt: skip
+
+    def index(self, chunk: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(self.number, chunk)
+        if len(chunk) and (
+            (at >= len(self.number)).any()
+            or (self.number[np.minimum(at, len(self.number) - 1)] != chunk).any()
+        ):
+            raise RuntimeError("session_windows: a row reached its bucket without its chunk's summary")
+        return at
+
+
+def _errors(
+    kind: np.ndarray, key: np.ndarray, et_null: np.ndarray, after_end: np.ndarray, own: np.ndarray
+) -> np.ndarray:
+    """F017E-R20, vectorised: the reason of each malformed row this bucket reports, None elsewhere."""
+    err = np.full(len(kind), None, dtype=object)
+    is_event = kind == "event"
+    key_null = pd.isna(key)
+    err[~is_event & (kind != "end")] = "unsupported_item"
+    err[is_event & key_null] = "missing_key"
+    err[is_event & ~key_null & et_null] = "missing_event_time"
+    err[after_end] = "after_end"  # F017E-R20, R23: checked first
+    err[~own] = None
+    return err
+
+
+class SessionBucketProcessor(WideStage):
+    """The wide stage: one call per (stream, bucket) and micro-batch."""
+
+    def __init__(
+        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int,
+        has_batch: bool, block_sessions: int, report_timers: bool,
+    ) -> None:  # fmt: skip
+        super().__init__(default, per_stream, ordered, buckets)
+        self.has_batch = has_batch
+        self.block_sessions = block_sessions
+        self.report_timers = report_timers
+
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        self.bucket_state = handle.getValueState("bucket", BUCKET_SCHEMA)
+        self.blocks = handle.getMapState("blocks", "block long", BLOCK_SCHEMA)
+
+    def process(
+        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+    ) -> Iterator[pd.DataFrame]:
+        stored = self.bucket_state.get()
+        st = BucketState.from_tuple(stored, self.buckets) if stored is not None else BucketState(self.buckets)
+        out = _WideOut(stream_id)
+        for b, part in batches_in(pdf, "sw_batch", self.has_batch, st.batches):
+            self._batch(st, cfg, bucket, part, b, out)
+            st.batches += 1
+        self.bucket_state.update(st.to_tuple())
+        yield out.masked_frame(NULL_MASK)
+
+    def _batch(
+        self, st: BucketState, cfg: StreamConfig, bucket: int, rows: pd.DataFrame, b: int, out: _WideOut
+    ) -> None:
+        summary = rows["sw_summary"].to_numpy(bool)
+        chunks = _Chunks.of(rows[summary], st.max_event_time)
+        items = rows[~summary].sort_values(["sw_chunk", "sw_seq"], kind="stable")
+        kind = items["sw_kind"].to_numpy(object)
+        key = items["sw_key"].to_numpy(object)
+        at = chunks.index(items["sw_chunk"].to_numpy(np.int64))
+        seq = items["sw_seq"].to_numpy(np.int64)
+        if not self.ordered:
+            seq = seq + chunks.rows_before[at]  # the position in the micro-batch's event-time order
+
+        # F017E-R23: the end row reaches every bucket; what follows it (here or later) is after_end.
+        is_end = kind == "end"
+        if st.ended:
+            after_end = np.ones(len(kind), bool)
+        elif is_end.any():
+            after_end = seq > seq[is_end].min()
+        else:
+            after_end = np.zeros(len(kind), bool)
+        ended = st.ended or bool(is_end.any())
+        et_null = items["sw_et_null"].to_numpy(bool)
+        # Bucket 0 alone gets malformed rows and reports the end rows; every bucket its own events.
+        own = (kind != "batch_end") & ((bucket == 0) | ~is_end)
+        err = _errors(kind, key, et_null, after_end, own)
+        bad = err != None  # noqa: E711 - elementwise
+        if bad.any():
+            out.add("errors", int(bad.sum()), batch=b, seq=seq[bad], reason=err[bad], kw_route=bucket)
+
+        # F017E-R5/R6/R22: the watermark just before and just after each own event, in arrival order.
+        ev = (kind == "event") & pd.notna(key) & ~et_null & ~after_end
+        e_key, e_time, e_seq, e_at = key[ev], items["sw_et"].to_numpy(np.int64)[ev], seq[ev], at[ev]
+        e_value = items["sw_value"].to_numpy(np.int64)[ev]
+        e_hash = items["sw_hash"].to_numpy(np.int64)[ev]
+        run_has = items["sw_run_has"].to_numpy(bool)[ev]
+        run = items["sw_run"].to_numpy(np.int64)[ev]
+        before_has = run_has | chunks.prior_has[e_at]
+        before = np.where(run_has, np.maximum(chunks.prior[e_at], run), chunks.prior[e_at])
+        after = np.where(before_has, np.maximum(before, e_time), e_time)
+        wm_before = sat_sub(before, cfg.bounded_delay)
+        wm_after = sat_sub(after, cfg.bounded_delay)
+        late = e_time < sat_sub(wm_after, cfg.allowed_lateness)  # F017E-R10: t + lateness < watermark
+        n_late = int(late.sum())
+        if n_late:
+            verdict = "late_output" if cfg.emit_strategy == "OnWindowClose" else "dropped"  # F017E-R11
+            out.add("late", n_late, batch=b, seq=e_seq[late], key=e_key[late], event_time=e_time[late],
+                    watermark=wm_after[late], verdict=verdict, kw_route=bucket)  # fmt: skip
+
+        # F017E-R7, R23: the watermark after the batch; the end makes it the end of time.
+        if ended:
+            final: int | None = I64_MAX
+        elif chunks.top_has:
+            final = int(sat_sub(np.array([chunks.top], np.int64), cfg.bounded_delay)[0])
+        else:
+            final = None
+
+        # Only the blocks that hold keys of the batch's events or a timer the batch passes.
+        known = st.blocks[:, 0]
+        want = np.unique(block_of(e_hash, st.level, st.split))
+        if self.report_timers:
+            want = known
+        elif final is not None:
+            want = np.union1d(want, known[st.blocks[:, 2] < final])
+        read = np.isin(known, want)
+        values = {int(block): self._read(int(block), bucket) for block in known[read].tolist()}
+        stored = Sessions.unpack(list(values.values()))
+
+        codes, found = pd.factorize(np.concatenate([stored.key, e_key]))
+        uniques = np.asarray(found, dtype=object)
+        stored_code, e_code = codes[: len(stored)], codes[len(stored) :]
+        code_hash = np.zeros(len(uniques), np.int64)
+        code_hash[stored_code] = stored.hash
+        code_hash[e_code] = e_hash
+        c = components(cfg, stored_code, stored, e_code[~late], e_time[~late], e_value[~late])
+        closing = c.trigger < final if final is not None else np.zeros(len(c.trigger), bool)
+        n_closed = int(closing.sum())
+        n_by_watermark = 0
+        if n_closed:
+            # F017E-R8, R22: by the watermark iff the event whose watermark first passes the timer
+            # is of the session's key: that event's watermark before is at or below the timer.
+            trigger = c.trigger[closing]
+            first = np.searchsorted(wm_after, trigger, side="right")
+            inside = first < len(wm_after)
+            at_first = np.minimum(first, max(len(wm_after) - 1, 0))
+            by_watermark = inside
+            if len(wm_after):
+                by_watermark = (
+                    inside
+                    & (e_code[at_first] == c.code[closing])
+                    & (~before_has[at_first] | (wm_before[at_first] <= trigger))
+                )
+            n_by_watermark = int(by_watermark.sum())
+            out.add(
+                "sessions", n_closed, batch=b, key=uniques[c.code[closing]], session_start=c.start[closing],
+                session_end=_sat_add(c.last[closing], cfg.gap), count=c.count[closing], sum=c.sum[closing],
+                reason=np.where(by_watermark, "watermark", "timer").astype(object), kw_route=bucket,
+            )  # fmt: skip
+        keep = ~closing
+        kept = Sessions(
+            uniques[c.code[keep]], code_hash[c.code[keep]], c.start[keep], c.last[keep], c.count[keep],
+            c.sum[keep], c.trigger[keep],
+        )  # fmt: skip
+        kept = self._store(st, kept, values, bucket)
+        if self.report_timers and len(kept):
+            out.add("timers", len(kept), batch=b, key=kept.key, session_start=kept.start,
+                    trigger_time=kept.trigger, kw_route=bucket)  # fmt: skip
+        st.max_event_time = chunks.top if chunks.top_has else None
+        st.ended = ended
+        out.add(
+            "summary", 1, batch=b, kw_route=SUMMARY_ROUTE, s_bucket=bucket, s_open=int(st.blocks[:, 1].sum()),
+            s_by_timer=n_closed - n_by_watermark, s_by_watermark=n_by_watermark, s_late=n_late,
+            s_watermark=final or 0, s_has_watermark=int(final is not None),
+        )  # fmt: skip
+
+    def _read(self, block: int, bucket: int) -> tuple[Any, ...]:
+        value = self.blocks.getValue((block,))
+        if value is None:  # the summary lists only blocks that hold a value
+            raise RuntimeError(f"session_windows: block {block} of bucket {bucket} is missing")
+        return tuple(value)
+
+    def _store(
+        self, st: BucketState, kept: Sessions, values: dict[int, tuple[Any, ...]], bucket: int
+    ) -> Sessions:
+        """Writes back the open sessions of the blocks read (and of new ones), after splitting
+        blocks in order while they hold more than ``block_sessions`` sessions on average (linear
+        hashing: a block to split is read first). Returns every session it holds in memory."""
+        unread = st.blocks[~np.isin(st.blocks[:, 0], list(values))]
+        total = int(unread[:, 1].sum()) + len(kept)
+        while total > self.block_sessions * st.block_count():
+            victim = unread[:, 0] == st.split
+            if victim.any():
+                values[st.split] = self._read(st.split, bucket)
+                kept = kept + Sessions.unpack([values[st.split]])
+                unread = unread[~victim]
+            st.split += 1
+            if st.split == 1 << st.level:
+                st.level, st.split = st.level + 1, 0
+        block = block_of(kept.hash, st.level, st.split)
+        order = np.argsort(block, kind="stable")
+        touched = np.union1d(np.array(list(values), np.int64), block)
+        bounds = (
+            np.searchsorted(block[order], touched, side="left"),
+            np.searchsorted(block[order], touched, side="right"),
+        )
+        rows = []
+        for i, number in enumerate(touched.tolist()):
+            mine = order[bounds[0][i] : bounds[1][i]]
+            if len(mine) == 0:
+                if number in values:
+                    self.blocks.removeKey((number,))
+                continue
+            part = kept.take(mine)
+            value = part.pack()
+            original = values.get(number)
+            if original is None or any(bytes(a) != v for a, v in zip(original, value, strict=True)):
+                self.blocks.updateValue((number,), value)
+            rows.append((number, len(part), int(part.trigger.min())))
+        st.blocks = np.concatenate([unread, np.array(rows, np.int64).reshape(-1, 3)])
+        return kept
+
+
+# ---- the narrow group: the stream's counters and progress rows (F017E-R9) -------------------
+
+
+@dataclass
+class NarrowState:
+    """What the narrow group keeps per stream: the cumulative counters and each bucket's latest
+    number of open sessions."""
+
+    buckets: int
+    closed_by_timer: int = 0
+    closed_by_watermark: int = 0
+    late_events: int = 0
+    open_sessions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __post_init__(self) -> None:
+        if len(self.open_sessions) == 0:
+            self.open_sessions = np.zeros(self.buckets, np.int64)
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return (
+            LAYOUT_VERSION, self.buckets, self.closed_by_timer, self.closed_by_watermark, self.late_events,
+            np.ascontiguousarray(self.open_sessions, np.int64).tobytes(),
+        )  # fmt: skip
+
+    @classmethod
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> NarrowState:
+        check_layout("session_windows", value, LAYOUT_VERSION, buckets)
+        return cls(
+            buckets,
+            int(value[2]),
+            int(value[3]),
+            int(value[4]),
+            np.frombuffer(bytes(value[5]), np.int64).copy(),
+        )
+
+
+def summarise_batch(st: NarrowState, rows: pd.DataFrame, b: int, out: OutputRows) -> None:
+    """F017E-R9, R19: one progress row from the buckets' summaries of batch ``b``."""
+    st.open_sessions[rows["s_bucket"].to_numpy(np.int64)] = rows["s_open"].to_numpy(np.int64)
+    st.closed_by_timer += int(rows["s_by_timer"].sum())
+    st.closed_by_watermark += int(rows["s_by_watermark"].sum())
+    st.late_events += int(rows["s_late"].sum())
+    has = rows["s_has_watermark"].to_numpy(np.int64) != 0
+    watermark = int(rows["s_watermark"].to_numpy(np.int64)[has].max()) if has.any() else None
+    out.add(
+        "progress", 1, batch=b, watermark=(np.array([watermark or 0]), np.array([watermark is None])),
+        open_sessions=int(st.open_sessions.sum()), sessions_closed_by_timer=st.closed_by_timer,
+        sessions_closed_by_watermark=st.closed_by_watermark, late_events=st.late_events,
+    )  # fmt: skip
+
+
+class StreamSummaryProcessor(BatchSummaryStage):
+    """The second stage: route -1 is the stream's narrow group; other routes pass rows through."""
+
+    columns = (*OUTPUT_COLUMNS, NULL_MASK)
+    state_schema = STREAM_SCHEMA
+    state_class = NarrowState
+    string_cols = STRING_COLS
+    summarise_batch = staticmethod(summarise_batch)
 
 
 # ---- the Spark operator ----------------------------------------------------------------
-
-
-class SessionWindowProcessor(StreamGroupProcessor[StreamConfig]):
-    """The stateful processor: one call per stream (group) and micro-batch."""
-
-    state_name = "session_windows"
-    state_schema = STATE_SCHEMA
-    state_class = StreamState
-    report_timers = True
-
-    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        return with_defaults(pdf, _DEFAULTS)
-
-    def process(self, st: StreamState, pdf: pd.DataFrame, cfg: StreamConfig, stream_id: str) -> pd.DataFrame:
-        return process_rows(st, pdf, cfg, stream_id, self.has_batch, self.report_timers)
-
-
-class _UnorderedProcessor(SessionWindowProcessor):
-    """Without a seq column: rows of a micro-batch in event-time order, ties by key."""
-
-    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = super().prepare(pdf).sort_values(["sw_et", "sw_key"], kind="stable").reset_index(drop=True)
-        pdf["sw_seq"] = np.arange(len(pdf), dtype=np.int64)
-        return pdf
-
-
-_DEFAULTS: dict[str, Any] = {"sw_batch": np.int64(0), "sw_seq": np.int64(0), "sw_kind": "event",
-                             "sw_value": np.int64(0)}  # fmt: skip
 
 
 @dataclass
@@ -471,9 +824,20 @@ def session_windows(
     kind_col: str | None = None,
     batch_col: str | None = None,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
-    report_timers: bool = True,
+    report_timers: bool = False,
+    buckets: int | None = None,
+    block_sessions: int = DEFAULT_BLOCK_SESSIONS,
+    chunk_rows: int | None = None,
 ) -> SessionWindowStreams:
     """Applies F017E session windows to a streaming DataFrame (see the module docstring).
+
+    ``report_timers``: also write the ``timers`` table (every open session after every
+    micro-batch; it makes every bucket read all its sessions each time). ``buckets``: key
+    groups per stream in the wide stage (default: 4 per shuffle partition of the session),
+    fixed in the checkpoint. ``block_sessions``: the open sessions a state value holds on
+    average before its bucket splits a block; ``chunk_rows``: the arrival positions one group
+    of the order stage covers (with ``seq_col``; default 64 per bucket: each chunk sends one
+    summary row to every bucket); both may change between runs.
 
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
@@ -485,6 +849,11 @@ def session_windows(
          "emit_strategy": emit_strategy},
         stream_configs,
     )  # fmt: skip
+    buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
+    block_sessions = require_int("block_sessions", block_sessions, 1)
+    if chunk_rows is None:
+        chunk_rows = CHUNK_ROWS_PER_BUCKET * buckets
+    chunk_rows = require_int("chunk_rows", chunk_rows, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
     check_session(df.sparkSession, "session_windows")
     warn_without_seq("session_windows", seq_col, "event-time order, ties by key")
@@ -497,26 +866,128 @@ def session_windows(
     )  # fmt: skip
     et = event_time_millis(fields, event_time_col)
 
+    # Only the columns the input has cross into the Python worker; the order stage fills the rest.
     cols = [
         stream_id_column(stream_id_col, "sw_sid"),
         F.col(key_col).cast("string").alias("sw_key"),
         long_or_zero(et).alias("sw_et"),
         et.isNull().alias("sw_et_null"),
+        (long_or_zero(batch_col) if batch_col else F.lit(0).cast("long")).alias("sw_batch"),
     ]
-    for label, name in (("sw_batch", batch_col), ("sw_seq", seq_col), ("sw_value", value_col)):
+    for label, name in (("sw_seq", seq_col), ("sw_value", value_col)):
         if name:
             cols.append(long_or_zero(name).alias(label))
     if kind_col:
         cols.append(F.col(kind_col).cast("string").alias("sw_kind"))
-    processor = (SessionWindowProcessor if seq_col else _UnorderedProcessor)(
-        default, per_stream, batch_col is not None
+    rows = df.select(*cols).withColumn("sw_hash", F.xxhash64(F.col("sw_key")))
+    # A chunk never goes back in the micro-batch's order: seq div chunk_rows, or an event-time range.
+    chunk = F.expr(f"sw_seq div {chunk_rows}") if seq_col else F.shiftright(F.col("sw_et"), CHUNK_TIME_BITS)
+    ordered_rows = (
+        rows.withColumn("sw_chunk", chunk.cast("long"))
+        .groupBy("sw_sid", "sw_batch", "sw_chunk")
+        .transformWithStateInPandas(
+            statefulProcessor=ChunkOrderProcessor(buckets, seq_col is not None),
+            outputStructType=ORDER_SCHEMA, outputMode="Append", timeMode="None",
+        )
+    )  # fmt: skip
+    wide = SessionBucketProcessor(
+        default,
+        per_stream,
+        seq_col is not None,
+        buckets,
+        batch_col is not None,
+        block_sessions,
+        report_timers,
     )
-    processor.report_timers = report_timers
-    output = one_group_per_stream(df, cols, "sw_sid", processor, OUTPUT_SCHEMA)
+    both = two_stages(ordered_rows, "sw_sid", "sw_bucket", wide, WIDE_SCHEMA, StreamSummaryProcessor(buckets),
+                      PASS_SCHEMA)  # fmt: skip
+    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
     tables = table_projections(output, TABLE_COLUMNS)
     return SessionWindowStreams(
         output=output, late_output=tables["late"].filter(F.col("verdict") == "late_output"), **tables
     )
+
+
+# ---- the three stages without Spark (the pure core) ----------------------------------------
+
+
+@dataclass
+class StreamState:
+    """Everything one stream leaves in the state store, every group of the three stages (a
+    ``MemoryStore``'s entries), for running ``process_rows`` without Spark; ``to_tuple`` and
+    ``from_tuple`` stand for the checkpoint between micro-batches."""
+
+    buckets: int = ENGINE_BUCKETS
+    values: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return (LAYOUT_VERSION, self.buckets, tuple(sorted(self.values.items(), key=lambda kv: repr(kv[0]))))
+
+    @classmethod
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int | None = None) -> StreamState:
+        check_layout("session_windows", value, LAYOUT_VERSION, int(value[1]) if buckets is None else buckets)
+        return cls(int(value[1]), dict(value[2]))
+
+
+def _key_hash(keys: np.ndarray) -> np.ndarray:
+    """A stable signed 64-bit hash per key (BLAKE2b): the pure core's stand-in for Spark's
+    xxhash64, which only decides which bucket and block a key's sessions live in."""
+    codes, distinct = pd.factorize(keys)
+    per_key = np.array(
+        [int.from_bytes(hashlib.blake2b(str(k).encode(), digest_size=8).digest(), "big", signed=True)
+         for k in distinct.tolist()], np.int64,
+    )  # fmt: skip
+    return np.where(codes >= 0, per_key[np.maximum(codes, 0)] if len(per_key) else 0, np.int64(0))
+
+
+def process_rows(
+    state: StreamState, rows: pd.DataFrame, cfg: StreamConfig, stream_id: str, has_batch: bool,
+    report_timers: bool = True, block_sessions: int = ENGINE_BLOCK_SESSIONS,
+    chunk_rows: int = ENGINE_CHUNK_ROWS, ordered: bool = True,
+) -> pd.DataFrame:  # fmt: skip
+    """One micro-batch of one stream through the operator's three stages without Spark: the
+    processors' own code on ``state`` (a MemoryStore), each group's rows in Spark's grouping.
+
+    ``rows`` has the columns the projection of ``session_windows`` makes: sw_seq (when
+    ``ordered``), sw_kind, sw_key, sw_et, sw_et_null, sw_value and, with ``has_batch``,
+    sw_batch; any physical order. Returns the output rows with nulls (OUTPUT_COLUMNS)."""
+    if len(rows) == 0:  # Spark calls no group of a stream without rows in the micro-batch
+        return pd.DataFrame({c: pd.array([], "Int64" if c in LONG_COLS else object) for c in OUTPUT_COLUMNS})
+    pdf = with_defaults(rows, {"sw_batch": np.int64(0), **_ORDER_DEFAULTS}).reset_index(drop=True)
+    if not has_batch:
+        pdf["sw_batch"] = np.int64(0)
+    pdf["sw_hash"] = _key_hash(pdf["sw_key"].to_numpy(object))
+    if ordered:
+        pdf["sw_chunk"] = pdf["sw_seq"].to_numpy(np.int64) // chunk_rows
+    else:
+        pdf["sw_chunk"] = np.right_shift(pdf["sw_et"].to_numpy(np.int64), CHUNK_TIME_BITS)
+    store = MemoryStore(state.values)
+    order = ChunkOrderProcessor(state.buckets, ordered)
+    chunked = [
+        frame
+        for (b, chunk), group in pdf.groupby(["sw_batch", "sw_chunk"], sort=False)
+        for frame in order.handleInputRows((stream_id, b, chunk), iter([group]), None)
+    ]
+    wide = SessionBucketProcessor(cfg, {}, ordered, state.buckets, has_batch, block_sessions, report_timers)
+    widened: list[pd.DataFrame] = []
+    for bucket, group in pd.concat(chunked, ignore_index=True).groupby("sw_bucket", sort=False):
+        wide.init(store.handle(("wide", bucket)))
+        widened.extend(wide.handleInputRows((stream_id, bucket), iter([group]), None))
+    second = StreamSummaryProcessor(state.buckets)
+    passed: list[pd.DataFrame] = []
+    for route, group in pd.concat(widened, ignore_index=True).groupby(ROUTE, sort=False):
+        second.init(store.handle(("second", route)))
+        passed.extend(second.handleInputRows((stream_id, route), iter([group]), None))
+    result = pd.concat(passed, ignore_index=True)
+    mask = result[NULL_MASK].to_numpy(np.int64)
+    restored: dict[str, Any] = {}
+    for c in OUTPUT_COLUMNS:
+        if c in LONG_COLS:
+            null = (mask >> LONG_COLS.index(c)) & 1 == 1
+            restored[c] = pd.arrays.IntegerArray(result[c].to_numpy(np.int64), null)
+        else:
+            restored[c] = result[c].to_numpy(object)
+    return pd.DataFrame(restored)
 
 
 def native_session_report(spark: Any, trace: Any) -> dict[str, list[dict[str, int | str]]]:
@@ -593,21 +1064,28 @@ def native_session_report(spark: Any, trace: Any) -> dict[str, list[dict[str, in
 
 
 def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace."""
+    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per
+    trace, the timers table on (the conformance run compares it), and the engine's small layout."""
     return session_windows(
         df, key_col="key", event_time_col="event_time", gap_ms=1, stream_id_col="trace_id", seq_col="seq",
         kind_col="kind", value_col="value", batch_col="batch", stream_configs=stream_configs,
+        report_timers=True, buckets=ENGINE_BUCKETS, block_sessions=ENGINE_BLOCK_SESSIONS,
+        chunk_rows=ENGINE_CHUNK_ROWS,
     ).output  # fmt: skip
 
 
 __all__ = [
+    "BucketState",
+    "ChunkOrderProcessor",
     "LAYOUT_VERSION",
+    "NarrowState",
     "OUTPUT_COLUMNS",
     "OUTPUT_SCHEMA",
-    "SessionWindowProcessor",
+    "SessionBucketProcessor",
     "SessionWindowStreams",
     "StreamConfig",
     "StreamState",
+    "StreamSummaryProcessor",
     "engine_output",
     "native_session_report",
     "process_rows",
