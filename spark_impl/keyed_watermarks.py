@@ -69,8 +69,10 @@ Optional columns of the input: ``stream_id_col`` (many independent streams in
 one query; without it the whole DataFrame is one stream), ``seq_col``
 (arrival order inside a micro-batch; without it the rows of a micro-batch
 are taken in event-time order, ties by key, and the output ``seq`` is null),
-``kind_col`` (event | clock | idle | remove_key | batch_end control rows,
-needs ``seq_col``), ``time_col`` (the processing time of clock rows),
+``kind_col`` (event | clock | idle | remove_key | end | batch_end control rows,
+needs ``seq_col``; ``end`` says the stream's input is complete: every open
+keyed window fires, and every later row of the stream is an ``after_end``
+error, F065-R38), ``time_col`` (the processing time of clock rows),
 ``value_col`` (summed in windows), ``batch_col`` (the batch number reported
 in the output; without it ``batch`` is the micro-batch's start instant in
 epoch milliseconds, Spark's ``current_timestamp()``, the same in every row
@@ -154,6 +156,12 @@ Design
   them. Each bucket's final summary carries the sum of its shards'
   estimates; the narrow stage keeps the latest per bucket and writes their
   sum as ``estimated_keys``.
+- END (F065-R38): an ``end`` row is copied to every bucket like a control
+  row. The bucket reads the blocks whose summary counts open windows, fires
+  them all and sets the ``ended`` flag of its state; from then on its rows
+  are ``after_end`` errors (bucket 0 writes those of copied rows, a bucket
+  those of its own events) and it reads no block. A compact stream only
+  sets the flag (it keeps no windows).
 - ORDER: inside a micro-batch the rows of a stream are taken by the ``seq``
   column, never by their physical order. SATURATING i64 arithmetic is
   explicit; nullable longs never become floats (they cross between the
@@ -200,17 +208,20 @@ from spark_impl.scaleout import (
     NULL_MASK,
     SecondStage,
     WideStage,
+    block_of,
     check_layout,
     default_buckets,
+    pack_text,
     processing_time,
     restore_nulls,
     to_buckets,
     two_stages,
+    unpack_text,
     with_ticks,
 )
 from spark_impl.session import check_session
 
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4  # 4: the ended flag and each block's open-window count (F065-R38)
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
 DEFAULT_POLICY = POLICIES[0]
 CONFIG_KEYS = ("bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size")
@@ -246,7 +257,8 @@ PASS_SCHEMA = ", ".join(
 )
 WIDE_SCHEMA = ", ".join([PASS_SCHEMA, "`kw_route` long"] + [f"`{c}` long" for c in SUMMARY_COLS])
 BUCKET_SCHEMA = (
-    "layout_version int, buckets int, level int, split int, clock long, activity long, blocks binary"
+    "layout_version int, buckets int, level int, split int, clock long, activity long, blocks binary, "
+    "ended boolean"
 )
 BLOCK_SCHEMA = (
     "key_lengths binary, key_bytes binary, numbers binary, idle binary, "
@@ -377,14 +389,6 @@ def _sat_add(a: np.ndarray, s: int | np.ndarray) -> np.ndarray:
         return np.where(a > I64_MAX - step, np.int64(I64_MAX), a + step)
 
 
-def block_of(key_hash: np.ndarray, level: int, split: int) -> np.ndarray:
-    """The block of a key by linear hashing: the low ``level`` bits of its xxhash64 above the
-    ones the bucket mostly uses, one bit more for the blocks already split at this level."""
-    bits = np.right_shift(np.asarray(key_hash, np.int64), 16) & np.int64((1 << 47) - 1)
-    block = bits & np.int64((1 << level) - 1)
-    return np.where(block < split, bits & np.int64((1 << (level + 1)) - 1), block)
-
-
 # ---- the loaded keys of a bucket ---------------------------------------------
 
 
@@ -471,24 +475,10 @@ def global_watermark(keys: int, idle: int, min_active: int, max_wm: int) -> int 
 # ---- state layouts -----------------------------------------------------------
 
 
-def _pack_text(values: np.ndarray) -> tuple[bytes, bytes]:
-    encoded = [s.encode() for s in values.tolist()]
-    return np.fromiter(map(len, encoded), np.int32, len(encoded)).tobytes(), b"".join(encoded)
-
-
-def _unpack_text(lengths: bytes, data: bytes) -> np.ndarray:
-    import pyarrow as pa
-
-    lens = np.frombuffer(lengths, np.int32)
-    offsets = np.zeros(len(lens) + 1, np.int32)
-    np.cumsum(lens, out=offsets[1:])
-    array = pa.StringArray.from_buffers(len(lens), pa.py_buffer(offsets.tobytes()), pa.py_buffer(data))
-    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=object)
-
-
 # A stored block's (or, for a compact stream, shard's) summary row; ``estimate`` is a compact
-# shard's HyperLogLog estimate (F065-R34), 0 for a block.
-_SUMMARY_FIELDS = ("sub", "keys", "idle", "min_active", "max_wm", "min_active_last", "estimate")
+# shard's HyperLogLog estimate (F065-R34), 0 for a block; ``windows`` the block's open windows
+# (F065-R38: the end reads only the blocks that hold some), 0 for a shard.
+_SUMMARY_FIELDS = ("sub", "keys", "idle", "min_active", "max_wm", "min_active_last", "estimate", "windows")
 
 
 @dataclass
@@ -501,8 +491,9 @@ class BucketState:
     split: int = 0
     clock: int = 0
     activity: int = 0
-    # One row per stored block (or compact shard): _SUMMARY_FIELDS, as an (m, 7) int64 array.
+    # One row per stored block (or compact shard): _SUMMARY_FIELDS, as an (m, 8) int64 array.
     subs: np.ndarray = field(default_factory=lambda: np.zeros((0, len(_SUMMARY_FIELDS)), np.int64))
+    ended: bool = False  # F065-R38: the stream's end was applied; every later row is an error
 
     def blocks(self) -> int:
         return (1 << self.level) + self.split
@@ -510,21 +501,21 @@ class BucketState:
     def to_tuple(self) -> tuple[Any, ...]:
         return (
             LAYOUT_VERSION, self.buckets, self.level, self.split, self.clock, self.activity,
-            np.ascontiguousarray(self.subs, np.int64).tobytes(),
+            np.ascontiguousarray(self.subs, np.int64).tobytes(), self.ended,
         )  # fmt: skip
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
         check_layout("keyed_watermarks", value, LAYOUT_VERSION, buckets)
         subs = np.frombuffer(bytes(value[6]), np.int64).reshape(-1, len(_SUMMARY_FIELDS)).copy()
-        return cls(buckets, int(value[2]), int(value[3]), int(value[4]), int(value[5]), subs)
+        return cls(buckets, int(value[2]), int(value[3]), int(value[4]), int(value[5]), subs, bool(value[7]))
 
 
 def pack_block(t: _Keys, rows: np.ndarray, w: pd.DataFrame, wrows: np.ndarray) -> tuple[Any, ...]:
     """One block: its keys (rows of ``t``) and open windows (rows of ``w``)."""
-    lengths, data = _pack_text(t.keys[rows])
+    lengths, data = pack_text(t.keys[rows])
     numbers = np.column_stack([getattr(t, n)[rows] for n in _Keys.NUMBERS]).astype(np.int64)
-    wl, wd = _pack_text(w["key"].to_numpy(object)[wrows])
+    wl, wd = pack_text(w["key"].to_numpy(object)[wrows])
     wn = np.column_stack([w[c].to_numpy(np.int64)[wrows] for c in _WINDOW_NUMBERS]).astype(np.int64)
     return (lengths, data, numbers.tobytes(), t.idle[rows].astype(bool).tobytes(), wl, wd, wn.tobytes())
 
@@ -540,11 +531,11 @@ def unpack_blocks(blocks: list[tuple[Any, ...]]) -> tuple[_Keys, pd.DataFrame]:
     """The keys and open windows of several blocks, concatenated."""
     if not blocks:
         return _Keys(), _no_windows()
-    keys = _unpack_text(b"".join(bytes(b[0]) for b in blocks), b"".join(bytes(b[1]) for b in blocks))
+    keys = unpack_text(b"".join(bytes(b[0]) for b in blocks), b"".join(bytes(b[1]) for b in blocks))
     nums = np.frombuffer(b"".join(bytes(b[2]) for b in blocks), np.int64).reshape(-1, len(_Keys.NUMBERS))
     idle = np.frombuffer(b"".join(bytes(b[3]) for b in blocks), bool)
     t = _Keys(keys, idle=idle.copy(), **{n: nums[:, i].copy() for i, n in enumerate(_Keys.NUMBERS)})
-    wkeys = _unpack_text(b"".join(bytes(b[4]) for b in blocks), b"".join(bytes(b[5]) for b in blocks))
+    wkeys = unpack_text(b"".join(bytes(b[4]) for b in blocks), b"".join(bytes(b[5]) for b in blocks))
     wn = np.frombuffer(b"".join(bytes(b[6]) for b in blocks), np.int64).reshape(-1, len(_WINDOW_NUMBERS))
     w = pd.DataFrame({"key": wkeys, **{c: wn[:, i].copy() for i, c in enumerate(_WINDOW_NUMBERS)}})
     return t, w
@@ -679,8 +670,19 @@ class _Calls(NamedTuple):
     control: np.ndarray  # a call of its own: a control or error row (F065-R16, R22)
 
 
-def _calls(rows: pd.DataFrame, bucket: int, ordered: bool, clock: int, b: int, out: _Out) -> _Calls:
-    """Sorts a bucket's rows and finds its calls; bucket 0 writes the error rows (F065-R23)."""
+def _after_end(kind: np.ndarray, seq: np.ndarray, ended: bool) -> np.ndarray:
+    """F065-R38: the rows that come after the stream's end (all of them once it has ended)."""
+    if ended:
+        return np.ones(len(kind), bool)
+    ends = kind == "end"
+    return seq > seq[ends].min() if ends.any() else np.zeros(len(kind), bool)
+
+
+def _calls(
+    rows: pd.DataFrame, bucket: int, ordered: bool, clock: int, ended: bool, b: int, out: _Out
+) -> _Calls:
+    """Sorts a bucket's rows and finds its calls, and writes the error rows (F065-R23): bucket 0
+    those of the rows copied to every bucket, a bucket those of its own events (F065-R38)."""
     # A batch_end marker only makes bucket 0 report an empty batch; it is no call.
     rows = rows[rows["kw_kind"].to_numpy(object) != "batch_end"].sort_values("kw_seq", kind="stable")
     kind = rows["kw_kind"].to_numpy(object)
@@ -688,15 +690,20 @@ def _calls(rows: pd.DataFrame, bucket: int, ordered: bool, clock: int, b: int, o
     tm = rows["kw_time"].to_numpy(np.int64)
     seq = rows["kw_seq"].to_numpy(np.int64)
     et_null, tm_null = rows["kw_et_null"].to_numpy(bool), rows["kw_time_null"].to_numpy(bool)
-    err = _errors(kind, pd.isna(key), et_null, tm, tm_null, clock)
+    key_null = pd.isna(key)
+    err = _errors(kind, key_null, et_null, tm, tm_null, clock)
+    err[_after_end(kind, seq, ended)] = "after_end"  # F065-R38: checked before every other reason
     has_err = err != None  # noqa: E711 - elementwise
     control = ~(kind == "event") | has_err
     if not ordered:
         control &= ~has_err  # no arrival order: errors change nothing and end no segment
-    if bucket == 0 and has_err.any():
-        e = np.flatnonzero(has_err)
+    # A well-formed event reaches its own bucket only, so that bucket reports its error.
+    routed = (kind == "event") & ~key_null & ~et_null
+    write = has_err & (routed | (bucket == 0))
+    if write.any():
+        e = np.flatnonzero(write)
         seq_null = np.full(len(e), not ordered)
-        out.add("errors", len(e), batch=b, seq=(seq[e], seq_null), reason=err[e], kw_route=0)
+        out.add("errors", len(e), batch=b, seq=(seq[e], seq_null), reason=err[e], kw_route=bucket)
     home = rows["kw_home"].to_numpy(np.int64) == bucket
     et = rows["kw_et"].to_numpy(np.int64)
     return _Calls(rows, kind, key, et, tm, seq, home, kind == "tick", has_err, control)
@@ -705,7 +712,7 @@ def _calls(rows: pd.DataFrame, bucket: int, ordered: bool, clock: int, b: int, o
 def process_bucket(run: _Bucket, rows: pd.DataFrame, b: int, out: _Out) -> None:
     """One batch of one bucket: segments of events and control rows, in order (F065-R16, R22)."""
     st = run.st
-    calls = _calls(rows, run.bucket, run.ordered, st.clock, b, out)
+    calls = _calls(rows, run.bucket, run.ordered, st.clock, st.ended, b, out)
     rows, kind, key, et, tm, seq, home, is_tick, has_err, control = calls
     n = len(rows)
     val = rows["kw_value"].to_numpy(np.int64)
@@ -720,7 +727,7 @@ def process_bucket(run: _Bucket, rows: pd.DataFrame, b: int, out: _Out) -> None:
             )
             run.summary(out, b, (int(seq[c]), 0))
         if not has_err[c]:
-            _control(run, kind[c], key[c], int(tm[c]), bool(home[c]), bool(is_tick[c]))
+            _control(run, kind[c], key[c], int(tm[c]), bool(home[c]), bool(is_tick[c]), b, out)
             run.summary(out, b, (int(seq[c]), 1))
         prev = c + 1
     if prev < n:
@@ -742,7 +749,7 @@ def _errors(
     is_event = kind == "event"
     is_clock = kind == "clock"
     keyed = is_event | (kind == "idle") | (kind == "remove_key")
-    known = keyed | is_clock | (kind == "tick")
+    known = keyed | is_clock | (kind == "tick") | (kind == "end")
     err = np.full(n, None, dtype=object)
     err[~known] = "unsupported_item"
     err[is_clock & tm_null] = "missing_time"
@@ -758,9 +765,12 @@ def _errors(
     return err
 
 
-def _control(run: _Bucket, kind: str, key: Any, time: int, home: bool, tick: bool) -> None:
+def _control(run: _Bucket, kind: str, key: Any, time: int, home: bool, tick: bool, b: int, out: _Out) -> None:
     t = run.keys
-    if kind in ("clock", "tick"):
+    if kind == "end":
+        run.st.ended = True
+        _fire_all(run, b, out)  # F065-R38: no watermark or key moves
+    elif kind in ("clock", "tick"):
         if tick and time <= run.st.clock:
             return  # a processing-time tick never moves the clock back
         run.st.clock = time
@@ -927,6 +937,25 @@ def _segment_sequential(
     return kwm, kwm_null, verdict
 
 
+def _window_end(start: np.ndarray, size: int) -> np.ndarray:
+    """F065-R21: a window's end on the grid, also for a first window clamped to the range."""
+    rest = np.mod(start, size)  # non-zero only for a clamped first window
+    return _sat_add(start, np.where(rest == 0, size, size - rest))
+
+
+def _fire_all(run: _Bucket, b: int, out: _Out) -> None:
+    """F065-R38: every open window of the bucket fires (the call read every block that holds one)."""
+    w = run.windows
+    if len(w):
+        start = w["start"].to_numpy(np.int64)
+        out.add(
+            "windows", len(w), batch=b, key=w["key"].to_numpy(object), window_start=start,
+            window_end=_window_end(start, int(run.cfg.window_size or 1)),
+            count=w["count"].to_numpy(np.int64), sum=w["sum"].to_numpy(np.int64), kw_route=run.bucket,
+        )  # fmt: skip
+    run.windows = _no_windows()
+
+
 def _windows(
     run: _Bucket, keys: np.ndarray, hashes: np.ndarray, t: np.ndarray, v: np.ndarray,
     on_time: np.ndarray, b: int, out: _Out,
@@ -961,8 +990,7 @@ def _windows(
         wm = run.keys.wm[kpos[present]]
         j = seg_index.get_indexer(w["key"].to_numpy(object))
         start = w["start"].to_numpy(np.int64)
-        rest = np.mod(start, size)  # non-zero only for a clamped first window
-        end = _sat_add(start, np.where(rest == 0, size, size - rest))
+        end = _window_end(start, size)
         fire = j >= 0
         fire[fire] = end[fire] <= wm[j[fire]]
         if fire.any():
@@ -1169,12 +1197,12 @@ class _Shard:
         agg = self.aggregate()
         # Least recently active first: the first active entry has the earliest activity.
         first_active = next((e[2] for e in self.exact.values() if not e[3]), I64_MAX)
-        return (number, agg.keys, agg.idle, agg.min_active, agg.max_wm, first_active, self.estimate)
+        return (number, agg.keys, agg.idle, agg.min_active, agg.max_wm, first_active, self.estimate, 0)
 
 
 def pack_exact(exact: OrderedDict[str, list[Any]]) -> tuple[Any, ...]:
     keys = np.array(list(exact), dtype=object) if exact else np.empty(0, object)
-    lengths, data = _pack_text(keys)
+    lengths, data = pack_text(keys)
     entries = list(exact.values())
     numbers = np.array([e[:3] for e in entries], np.int64).reshape(-1, 3)
     idle = np.array([e[3] for e in entries], bool)
@@ -1182,7 +1210,7 @@ def pack_exact(exact: OrderedDict[str, list[Any]]) -> tuple[Any, ...]:
 
 
 def unpack_exact(value: tuple[Any, ...]) -> OrderedDict[str, list[Any]]:
-    keys = _unpack_text(bytes(value[0]), bytes(value[1])).tolist()
+    keys = unpack_text(bytes(value[0]), bytes(value[1])).tolist()
     numbers = np.frombuffer(bytes(value[2]), np.int64).reshape(-1, 3).tolist()
     idle = np.frombuffer(bytes(value[3]), bool).tolist()
     return OrderedDict((k, [*n, i, None]) for k, n, i in zip(keys, numbers, idle, strict=True))
@@ -1219,7 +1247,7 @@ def process_compact_bucket(run: _CompactBucket, rows: pd.DataFrame, b: int, out:
     """One batch of one bucket of a compact stream: segments and control rows in order (R16, R22),
     the events of each shard one by one (R30)."""
     st = run.st
-    calls = _calls(rows, run.bucket, run.ordered, st.clock, b, out)
+    calls = _calls(rows, run.bucket, run.ordered, st.clock, st.ended, b, out)
     rows, kind, key, et, tm, seq, home, is_tick, has_err, control = calls
     n = len(rows)
     shard = rows["kw_shard"].to_numpy(np.int64)
@@ -1325,6 +1353,9 @@ def _compact_control(
     run: _CompactBucket, kind: str, key: Any, shard: int, time: int, home: bool, tick: bool
 ) -> None:
     """F065-R31: clock, idle and remove_key concern exact keys only."""
+    if kind == "end":
+        run.st.ended = True  # F065-R38: no windows here, so only the later rows change
+        return
     if kind in ("clock", "tick"):
         if tick and time <= run.st.clock:
             return  # a processing-time tick never moves the clock back
@@ -1448,7 +1479,8 @@ class KeyBucketProcessor(WideStage):
         """F065-R26..R37: read the shards the batch touches, apply it, write them back."""
         st.level = COMPACT_LAYOUT
         kind = rows["kw_kind"].to_numpy(object)
-        keyed = pd.notna(rows["kw_key"].to_numpy(object))
+        live = ~_after_end(kind, rows["kw_seq"].to_numpy(np.int64), st.ended)  # after the end: no reads
+        keyed = pd.notna(rows["kw_key"].to_numpy(object)) & live
         shard = rows["kw_shard"].to_numpy(np.int64)
         with_events = np.unique(shard[keyed & (kind == "event") & ~rows["kw_et_null"].to_numpy(bool)])
         home = rows["kw_home"].to_numpy(np.int64) == bucket
@@ -1456,7 +1488,7 @@ class KeyBucketProcessor(WideStage):
         subs = st.subs
         known = subs[:, 0]
         want = np.union1d(with_events, np.intersect1d(marked, known))
-        timed = ((kind == "clock") | (kind == "tick")) & ~rows["kw_time_null"].to_numpy(bool)
+        timed = ((kind == "clock") | (kind == "tick")) & ~rows["kw_time_null"].to_numpy(bool) & live
         if timed.any() and len(subs):
             cutoff = int(rows["kw_time"].to_numpy(np.int64)[timed].max()) - cfg.idle_timeout
             if cutoff > I64_MIN:  # shards with an active key whose activity may be older (F065-R10)
@@ -1511,16 +1543,20 @@ class KeyBucketProcessor(WideStage):
         self, st: BucketState, cfg: StreamConfig, bucket: int, rows: pd.DataFrame, b: int, out: _Out
     ) -> None:
         kind = rows["kw_kind"].to_numpy(object)
+        after = _after_end(kind, rows["kw_seq"].to_numpy(np.int64), st.ended)  # read nothing for these
         keyed = pd.notna(rows["kw_key"].to_numpy(object)) & (
             ((kind == "event") & ~rows["kw_et_null"].to_numpy(bool))
             | (((kind == "idle") | (kind == "remove_key")) & (rows["kw_home"].to_numpy(np.int64) == bucket))
         )
+        keyed &= ~after
         subs = st.subs
         known = subs[:, 0]
         want = np.unique(block_of(rows["kw_hash"].to_numpy(np.int64)[keyed], st.level, st.split))
-        if cfg.max_keys is not None:
+        if cfg.max_keys is not None and not st.ended:
             want = np.union1d(want, known)  # eviction reads the whole stream (F065-R12)
-        timed = ((kind == "clock") | (kind == "tick")) & ~rows["kw_time_null"].to_numpy(bool)
+        if not st.ended and (kind == "end").any():
+            want = np.union1d(want, known[subs[:, 7] > 0])  # F065-R38: the blocks whose windows fire
+        timed = ((kind == "clock") | (kind == "tick")) & ~rows["kw_time_null"].to_numpy(bool) & ~after
         if timed.any() and len(subs):
             cutoff = int(rows["kw_time"].to_numpy(np.int64)[timed].max()) - cfg.idle_timeout
             if cutoff > I64_MIN:  # keys whose activity may be older than the timeout (F065-R10)
@@ -1585,7 +1621,7 @@ class KeyBucketProcessor(WideStage):
                 sub, len(krows), int(idle.sum()),
                 int(t.wm[krows][act].min()) if act.any() else I64_MAX,
                 int(t.wm[krows].max()) if len(krows) else I64_MIN,
-                int(t.last[krows][act].min()) if act.any() else I64_MAX, 0,
+                int(t.last[krows][act].min()) if act.any() else I64_MAX, 0, len(wrows),
             ))  # fmt: skip
         new_rows = np.array(rows_out, np.int64).reshape(-1, len(_SUMMARY_FIELDS))
         st.subs = np.concatenate([others, new_rows])
