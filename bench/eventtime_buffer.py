@@ -21,6 +21,10 @@ benchmark reports figures; it asserts nothing.
 
     python bench/eventtime_buffer.py                     # 1M events, bounds 10 ms, 1 s, 60 s
     python bench/eventtime_buffer.py --events 100000     # a quick run
+
+``EventtimeBufferScaleout`` is the operator as ``bench/scaleout.py`` measures it
+(``--operator eventtime_buffer``): shape of the stateful stages, events/s at
+local[1] and local[2] beside the native aggregation.
 """
 
 from __future__ import annotations
@@ -144,6 +148,43 @@ def bench(
         f"peak buffered tuples: {peak:,} (a micro-batch ingested, before its release); "
         f"at most {carried:,} carried over to the next micro-batch (the state kept)"
     )
+
+
+class EventtimeBufferScaleout:
+    """The buffer for ``bench/scaleout.py``: events over ``units`` uniform keys (the buffer has no
+    per-key rule: the key only rides along, and the native counterpart groups by it), event
+    times growing 1 ms per arrival and each up to 2 s early, a tolerance of 2 s, the event time
+    as an integer column of Unix milliseconds (the operator's integer cells)."""
+
+    unit_columns = ("key",)
+    unit_name = "keys"
+    disorder_ms = 2_000
+
+    @staticmethod
+    def function() -> Any:
+        from spark_impl.eventtime_buffer import eventtime_buffer
+
+        return eventtime_buffer
+
+    @classmethod
+    def arguments(cls, clock: bool, units: int) -> dict[str, Any]:
+        return {"eventtime_col": "event_time", "late_tolerance_ms": cls.disorder_ms, "key_col": "key",
+                "value_col": "value", "seq_col": "seq", "batch_col": "batch"}  # fmt: skip
+
+    @classmethod
+    def write_events(cls, path: str, batches: int, per_batch: int, units: int, seed: int) -> None:
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        n = batches * per_batch
+        arrival = np.arange(n, dtype=np.int64)
+        write_events(path, {
+            "batch": arrival // per_batch,
+            "seq": arrival % per_batch,
+            "key": np.char.add("key-", rng.integers(0, units, n).astype(str)).astype(object),
+            "event_time": T0 + arrival - rng.integers(0, cls.disorder_ms, n),
+            "value": arrival,
+        })  # fmt: skip
 
 
 def main() -> None:

@@ -1,17 +1,23 @@
 """Benchmark: do the Spark operators scale out? Shape, speed-up with cores, memory, state size.
 
 ``--operator`` picks the operator (default ``keyed_watermarks``; also
-``partitioned_watermarks``, ``late_data``, ``watermark_propagation``), each
-with its own events over uniform units (``OPERATORS`` below): keys for the
-keyed operator (``--shape-keys``, ``--speed-keys``), else ``--units``
-(default 64) partitions (4 sources of 16) or sources: the unit caps the
-parallelism of these operators, so a handful would show nothing. The native
-counterpart is always ``groupBy(<unit columns>).agg(max(event_time), count(*))``.
+``partitioned_watermarks``, ``late_data``, ``watermark_propagation``,
+``session_windows``, ``eventtime_buffer``), each with its own events over uniform units
+(``OPERATORS`` below): keys for the keyed and session operators
+(``--shape-keys``, ``--speed-keys``), else ``--units`` (default 64)
+partitions (4 sources of 16) or sources: the unit caps the parallelism of
+these operators, so a handful would show nothing. The native counterpart is
+``groupBy(<unit columns>).agg(max(event_time), count(*))``, or the
+operator's own (session windows: ``withWatermark`` + ``groupBy(key,
+session_window)`` + count and sum, append mode). Stateful stages are named in
+the operator's order (``stages``: wide and narrow; session windows: order,
+wide, narrow).
 
 Four parts, each in its own Python subprocess (a SparkSession's master cannot
 change within a process), all with ``spark.sql.shuffle.partitions`` = 8 and
 events fed as exact micro-batches by the ``trace`` source (2 input partitions);
-parts 3 and 4 pre-load keys, so only the keyed operator has them:
+parts 3 and 4 pre-load keys, so only the keyed operator has both and
+session windows part 3:
 
 1. shape (local[2], Spark event log on): the operator ("ours") and the
    native aggregation (update mode, noop
@@ -41,12 +47,14 @@ parts 3 and 4 pre-load keys, so only the keyed operator has them:
    rate at 1 - 1), our_gain / native_gain (the target is >= 0.8) and the
    median peak memory of each run (RSS of the subprocess's tree: the driver's
    JVM and every Python worker).
-3. state: one query pre-loads keys (batches of ``--load-batch`` new keys, one
-   event each) up to each level of ``--keys-in-state`` (10k, 1M, 10M), then
-   runs ``--touch-batches`` batches of ``--touch-events`` events over
-   ``--touch-keys`` distinct keys already in state (after ``--warmup-batches``
-   such batches, default 1, not measured); the query stops after
-   each level (the source's ``end_batch``) and continues on the same
+3. state (keyed watermarks and session windows, whose state part uses a gap
+   of a day so that every pre-loaded key holds one open session): one query
+   pre-loads keys (batches of ``--load-batch`` new keys, one event each) up
+   to each level of ``--keys-in-state`` (10k, 1M, 10M), then runs
+   ``--touch-batches`` batches of ``--touch-events`` events over
+   ``--touch-keys`` distinct keys already in state (after
+   ``--warmup-batches`` such batches, default 1, not measured); the query
+   stops after each level (the source's ``end_batch``) and continues on the same
    checkpoint; it writes its progress rows only, to a parquet sink. Per
    level: the median ``triggerExecution`` (and ``addBatch``) of the touch
    batches, ``python_calls`` / ``state_calls`` of those batches when the
@@ -97,6 +105,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))  # the project, for spark_impl when not installed
 import measure  # noqa: E402 - bench/measure.py, the shared timing helpers
+from eventtime_buffer import EventtimeBufferScaleout  # noqa: E402 - bench/eventtime_buffer.py
 
 PARTS = ("shape", "speed", "state", "clock")
 RESULT = "@@scaleout-result "  # prefix of a subprocess's result line on its stdout
@@ -368,11 +377,66 @@ class WatermarkPropagation:
         }))  # fmt: skip
 
 
+class SessionWindows:
+    """F017E over uniform keys (values 0..99, event times 1 ms per arrival and up to 2 s early):
+    a 30 s gap and a 10 s delay, so nothing is late and a key's session closes after a quiet
+    spell; against Spark's own ``session_window`` with the same gap and delay (append mode).
+    The state part pre-loads keys with a gap of a day: every key keeps one open session, so the
+    keys in state are open sessions (the ``state_overrides``)."""
+
+    unit_columns = ("key",)
+    unit_name = "keys"
+    stages = ("order", "wide", "narrow")
+    state_parts = ("state",)
+    state_overrides: dict[str, Any] = {"gap_ms": 86_400_000, "value_col": None}
+    native_mode = "append"
+    GAP_MS, DELAY_MS = 30_000, 10_000
+
+    @staticmethod
+    def function() -> Any:
+        from spark_impl.session_windows import session_windows
+
+        return session_windows
+
+    @classmethod
+    def arguments(cls, clock: bool, units: int) -> dict[str, Any]:
+        return {"key_col": "key", "event_time_col": "event_time", "seq_col": "seq", "batch_col": "batch",
+                "value_col": "value", "gap_ms": cls.GAP_MS, "bounded_delay_ms": cls.DELAY_MS}  # fmt: skip
+
+    @staticmethod
+    def write_events(path: str, batches: int, per_batch: int, units: int, seed: int) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        from spark_impl.trace_source import write_trace_file
+
+        rng = np.random.default_rng(seed)
+        batch, seq = batch_and_seq(batches, per_batch)
+        n = len(batch)
+        write_trace_file(path, pa.table({
+            "batch": batch, "seq": seq, "key": key_names(rng.integers(0, units, n)),
+            "event_time": arrival_times(rng, n, 2_000), "value": rng.integers(0, 100, n),
+        }))  # fmt: skip
+
+    @classmethod
+    def native(cls, df: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        return (
+            df.withColumn("ts", F.timestamp_millis("event_time"))
+            .withWatermark("ts", f"{cls.DELAY_MS} milliseconds")
+            .groupBy("key", F.session_window("ts", f"{cls.GAP_MS} milliseconds"))
+            .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+        )
+
+
 OPERATORS: dict[str, Any] = {
     "keyed_watermarks": KeyedWatermarks,
     "partitioned_watermarks": PartitionedWatermarks,
     "late_data": LateData,
     "watermark_propagation": WatermarkPropagation,
+    "session_windows": SessionWindows,
+    "eventtime_buffer": EventtimeBufferScaleout,
 }
 
 
@@ -411,17 +475,33 @@ def ours(df: Any, spec: dict[str, Any], clock: bool = False) -> Any:
     """The measured operator over ``df`` (``buckets`` only when the operator takes it)."""
     operator = OPERATORS[spec["operator"]]
     kwargs = operator.arguments(clock, spec["units"])
+    if spec.get("state_part"):
+        kwargs.update(getattr(operator, "state_overrides", {}))
     if has_buckets(spec["operator"]):
         kwargs["buckets"] = spec.get("buckets")
-    return operator.function()(df, **kwargs)
+    return operator.function()(df, **{k: v for k, v in kwargs.items() if v is not None})
 
 
 def native(df: Any, spec: dict[str, Any]) -> Any:
-    """The native aggregation the operator is measured against: max event time and count per unit."""
+    """The native query the operator is measured against: the operator's own (``native``), else
+    max event time and count per unit."""
     from pyspark.sql import functions as F
 
-    units = OPERATORS[spec["operator"]].unit_columns
-    return df.groupBy(*units).agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
+    operator = OPERATORS[spec["operator"]]
+    if hasattr(operator, "native"):
+        return operator.native(df)
+    per_unit = df.groupBy(*operator.unit_columns)
+    return per_unit.agg(F.max("event_time").alias("max_et"), F.count("*").alias("n"))
+
+
+def native_mode(spec: dict[str, Any]) -> str:
+    """The native query's output mode: update, or the operator's (session windows: append)."""
+    return getattr(OPERATORS[spec["operator"]], "native_mode", "update")
+
+
+def stage_roles(operator: str) -> tuple[str, ...]:
+    """The operator's stateful stages in the order of a micro-batch (default: wide, narrow)."""
+    return tuple(getattr(OPERATORS[operator], "stages", ("wide", "narrow")))
 
 
 def has_buckets(operator: str) -> bool:
@@ -608,7 +688,7 @@ def child_shape(spec: dict[str, Any]) -> None:
     # The parquet sink names its files part-<partition>-...: the tasks that wrote progress rows.
     writers = sorted({int(f.split("-")[1]) for f in os.listdir(out) if f.startswith("part-")})
     q_native = run_to_end(
-        native(source(spark, path, spec), spec), "update", os.path.join(work, "ck-shape-native")
+        native(source(spark, path, spec), spec), native_mode(spec), os.path.join(work, "ck-shape-native")
     )
     ids = {"ours": str(q_ours.id), "native": str(q_native.id)}
     rates = {"ours": warm_rate(q_ours.recentProgress), "native": warm_rate(q_native.recentProgress)}
@@ -641,7 +721,7 @@ def child_speed(spec: dict[str, Any]) -> None:
         if engine == "ours":
             run = measure.run_query(ours(df, spec).output, "append", checkpoint)
         else:
-            run = measure.run_query(native(df, spec), "update", checkpoint)
+            run = measure.run_query(native(df, spec), native_mode(spec), checkpoint)
         shutil.rmtree(checkpoint, ignore_errors=True)
         reply({"engine": engine, "warm_rate": run.warm_rate(), "rate": run.rate(), "wall": run.wall,
                "batches": run.batches, "peak_rss": run.peak_rss})  # fmt: skip
@@ -762,16 +842,18 @@ def common_spec(args: argparse.Namespace, work: str, units: int) -> dict[str, An
 
 
 def units_of(args: argparse.Namespace, keys: int) -> int:
-    """The units of a part's events: ``keys`` (its --*-keys) for keyed watermarks, else --units."""
-    return keys if args.operator == "keyed_watermarks" else args.units
+    """The units of a part's events: ``keys`` (its --*-keys) for an operator over keys, else --units."""
+    return keys if OPERATORS[args.operator].unit_name == "keys" else args.units
 
 
-def print_stage(engine: str, k: int, shapes: list[dict[str, Any]], events: int) -> None:
+def print_stage(
+    engine: str, k: int, shapes: list[dict[str, Any]], events: int, roles: Sequence[str] = ()
+) -> None:
     """Three lines on stateful stage ``k`` of a query: its operators, the balance of the shuffle
-    records its tasks read, and what it reads per batch."""
+    records its tasks read, and what it reads per batch; ``roles`` names the stages in order."""
     st = shapes[k]
     rec, run_ms, worst = st["records_summed"], st["run_ms_summed"], st["worst_batch"]
-    role = "" if len(shapes) == 1 else (" (wide)" if k == 0 else " (narrow)" if k == 1 else "")
+    role = f" ({roles[k]})" if len(shapes) > 1 and k < len(roles) else ""
     per_batch = measure.median(st["records_per_batch"])
     worst_ratio = worst["max_over_fair"] if worst else float("nan")
     print(
@@ -799,23 +881,25 @@ def part_shape(args: argparse.Namespace, work: str) -> dict[str, Any]:
     result = run_child("shape", {**common_spec(args, work, units), "path": path}, "shape")
     print(f"operator: {result['operator']['file']} (buckets: "
           f"{'yes' if result['operator']['buckets_supported'] else 'no'})")  # fmt: skip
+    roles = stage_roles(args.operator)
     for engine in ("ours", "native"):
         shapes = result["stages"][engine]
         if not shapes:
             print(f"{engine}: no stateful stage found in the event log")
         for k in range(len(shapes)):
-            print_stage(engine, k, shapes, events)
+            print_stage(engine, k, shapes, events, roles if engine == "ours" else ())
     ours_shapes = result["stages"]["ours"]
-    if ours_shapes:
-        wide = ours_shapes[0]
+    wide_at, narrow_at = roles.index("wide"), roles.index("narrow")
+    if len(ours_shapes) > wide_at:
+        wide = ours_shapes[wide_at]
         worst = wide["worst_batch"]["max_over_fair"] if wide["worst_batch"] else float("nan")
         print(
             f"ours wide stage: a task read more than twice its fair share: {'YES' if worst > 2 else 'no'} "
             f"(the worst task of a batch read {worst:.2f}x its fair share)"
         )
     writers = result["progress_partitions"]
-    if len(ours_shapes) >= 2:
-        narrow = ours_shapes[1]
+    if len(ours_shapes) > narrow_at:
+        narrow = ours_shapes[narrow_at]
         per_batch = measure.median(narrow["records_per_batch"])
         busiest = measure.median(narrow["busiest_task_per_batch"])
         print(
@@ -926,6 +1010,9 @@ def part_state(args: argparse.Namespace, work: str, clock: bool) -> dict[str, An
     if not spec["keys_in_state"]:
         print("(no level at or below --max-keys-in-state)")
         return {}
+    overrides = getattr(OPERATORS[args.operator], "state_overrides", {})
+    if overrides:
+        print(f"  ({args.operator} with {overrides}: every key in state holds one open unit of work)")
     name = "clock" if clock else "state"
     path = os.path.join(work, f"{name}.parquet")
     started = time.perf_counter()
@@ -933,7 +1020,8 @@ def part_state(args: argparse.Namespace, work: str, clock: bool) -> dict[str, An
     print(f"  (trace written in {time.perf_counter() - started:.0f} s)", flush=True)
     child_work = os.path.join(work, name)
     os.makedirs(child_work)
-    spec = {**common_spec(args, child_work, 0), "path": path, "levels": levels, "clock": clock}
+    spec = {**common_spec(args, child_work, 0), "path": path, "levels": levels, "clock": clock,
+            "state_part": True}  # fmt: skip
     result = run_child("state", spec, name)
     header = ("keys in state", "s/batch median [min-max]", "addBatch s", "events/s", "B/key latest",
               "B/key state/", "B/key live SST", "RocksDB keys", "calls per batch")  # fmt: skip
@@ -979,14 +1067,22 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    keyed = args.operator == "keyed_watermarks"
+    own = state_parts(args.operator)
     if args.parts is None:
-        args.parts = list(PARTS) if keyed else ["shape", "speed"]
-    elif not keyed and {"state", "clock"} & set(args.parts):
+        args.parts = ["shape", "speed", *own]
+    elif {"state", "clock"} & set(args.parts) - set(own):
         raise SystemExit(
-            f"--parts state and clock measure keys in state: keyed_watermarks only, not {args.operator}"
+            f"--parts state and clock measure keys in state: {args.operator} has {list(own) or 'neither'}"
         )
     return args
+
+
+def state_parts(operator: str) -> tuple[str, ...]:
+    """The state parts an operator has: keyed watermarks both, session windows ``state`` (its keys
+    each hold an open session), the others none (their units are few)."""
+    if operator == "keyed_watermarks":
+        return ("state", "clock")
+    return tuple(getattr(OPERATORS[operator], "state_parts", ()))
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -5,9 +5,10 @@ Both read the same events (default 1,000,000 in 10 micro-batches) from the
 
 - ours: ``session_windows(df, key_col="key", event_time_col="event_time", gap_ms=GAP,
   bounded_delay_ms=DELAY, value_col="value", seq_col="seq", batch_col="batch",
-  report_timers=False)``: one stream (one group) holding every key's sessions;
-  the per-batch snapshot of pending timers is off (``--timers`` turns it on),
-  since the native query reports closed sessions only;
+  report_timers=False)``: one stream, its keys spread over the operator's
+  buckets (its default: 4 per shuffle partition); the per-batch snapshot of
+  pending timers is off (``--timers`` turns it on), since the native query
+  reports closed sessions only;
 - native: ``withWatermark("ts", DELAY).groupBy("key", session_window("ts", GAP))
   .agg(count("*"), sum("value"))``, append mode.
 

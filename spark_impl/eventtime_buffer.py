@@ -14,20 +14,25 @@ Apply the stage to your own streaming DataFrame and write its output::
         key_col="device", value_col="reading",   # the payload carried through
         seq_col="offset",                # arrival order inside a micro-batch (see below)
     )
-    q = (eb.output.writeStream.format("parquet")
-         .option("checkpointLocation", ckpt).start(path))
+    query = eb.write_tables("/data/buffer", "/checkpoints/buffer")
 
 ``eb.output`` is the one combined stream (schema ``OUTPUT_SCHEMA``); its
 ``output`` column names the table of a row. Projections:
 
 - ``eb.emitted``: the stage's output items, ``kind`` tuple | watermark |
-  error, in the order given by ``out_seq`` (a sink keeps no order: sort by
-  ``stream_id, out_seq`` when reading). Tuples come out in non-decreasing
-  ``event_time``; no tuple at or below a watermark follows it (VELO-R18).
+  error. A sink keeps no order, and no task sees a stream's whole output, so
+  each row carries its place (VELO-R17): read a stream sorted by ``batch``;
+  within a batch error items first by ``arrival_seq``, then tuples and
+  watermarks by time (``event_time`` or ``watermark``), a watermark after the
+  tuples of its time, tuples of equal time by ``(arrival_batch,
+  arrival_seq)`` (``harness.outputs.emitted_order`` is that sort). Tuples come
+  out in non-decreasing ``event_time``; no tuple at or below a watermark
+  follows it (VELO-R18).
 - ``eb.late``: dropped tuples with the watermark they were judged by.
 - ``eb.progress``: per stream and micro-batch: watermark, max_timestamp_seen,
   buffer_size, late_dropped_count, watermark_emitted_count (VELO-R22).
-- ``eb.errors``: cells that failed to parse and malformed control rows.
+- ``eb.errors``: cells that failed to parse, malformed control rows and rows
+  after the end.
 
 A tuple carries ``key_col`` (as a string) and ``value_col`` (a long) through
 the buffer; other columns are not carried (an id in ``value_col`` joins them
@@ -38,39 +43,75 @@ stamped with the processing clock, which is the latest ``clock`` row
 (``kind_col``/``time_col``), never the wall clock; a clock that moves forward
 to T emits watermark T - 1. Spark's ProcessingTime timers are not used.
 
-Optional columns: ``stream_id_col`` (many independent streams in one query),
-``seq_col`` (Spark keeps no row order; without it the rows of a micro-batch are
-taken sorted by the event-time column, integers numerically and strings as
-text, which decides the order of equal times, VELO-R15), ``kind_col``
-(event | clock | batch_end rows, needs ``seq_col``),
-``time_col``, ``batch_col`` (the batch number reported; else the operator
-counts micro-batches per stream), ``messages_col`` (JSON ``[[stream, cell],
-...]`` of tuples holding several messages, VELO-R11; the streams are
-``joined_streams``). ``stream_configs`` maps a stream id to its own settings
-in the trace form of spec/eventtime_buffer.md VELO-R1, so streams with
-different settings share one query (the harness does this).
+The end of the input (VELO-R21, TR-14) is a row of kind ``end``
+(``kind_col``): everything buffered leaves, the final watermark is
+``I64_MAX``, and every later row of the stream is an ``after_end`` error.
+Without it nothing buffered is ever released at the end: stopping a query
+flushes nothing.
 
-Design (how Spark realises the clauses)
----------------------------------------
-- ONE GROUP PER STREAM: ``groupBy(stream_id).transformWithStateInPandas(...,
-  timeMode="None")``. The buffer orders the whole stream, so it is one state
-  value per stream; streams run in parallel.
-- STATE: one ValueState per stream (RocksDB provider), read once and written
-  once per micro-batch: layout version, scalars (clock, watermark,
-  max_timestamp_seen with null flags, arrival and output counters, the
-  metrics) and the buffer as a zstd Arrow IPC blob of columns (ts, arrival,
-  key, value) sorted by (ts, arrival), tagged with the layout version.
-- VECTORISED: parsing (string matching for integer cells, an exact
-  ``decimal``/integer path for the rest), the late test, a stable merge
-  into the buffer and a ``searchsorted`` release per micro-batch.
-- Parse failures are rows of the output, never a failed query.
+Optional columns: ``stream_id_col`` (many independent streams in one query),
+``seq_col`` (Spark keeps no row order: the arrival position inside a
+micro-batch; see "Without seq_col" below), ``kind_col`` (event | clock | end
+| batch_end rows, needs ``seq_col``), ``time_col``, ``batch_col`` (the batch
+number reported; else the operator counts the micro-batches in which the
+stream has rows), ``messages_col`` (JSON ``[[stream, cell], ...]`` of tuples
+holding several messages, VELO-R11; the streams are ``joined_streams``).
+``stream_configs`` maps a stream id to its own settings in the trace form of
+spec/eventtime_buffer.md VELO-R1, so streams with different settings share
+one query (the harness does this). ``buckets``: groups per stream in the wide
+stage (default 4 per shuffle partition of the session), fixed in the
+checkpoint.
+
+Without seq_col the events of one micro-batch have no arrival order: they
+are all judged against the watermark before the micro-batch anyway (R14), so
+only the order of equal event times inside one micro-batch is lost. Such
+tuples leave in no defined order, and ``arrival_seq`` (and ``seq`` in
+``late`` and ``errors``) is null; ``arrival_batch`` still orders tuples of
+different micro-batches.
+
+Design (docs/architecture.md draws the stages)
+----------------------------------------------
+- BEFORE THE SHUFFLE, a stateless ``mapInArrow`` step (``ParseStep``) parses
+  and validates the event-time cells of every input partition (R5, R10, R11,
+  R12: the reason of a cell that fails) and adds, per input partition and
+  stream, one ``probe`` row holding the highest time among the well-formed
+  tuples it saw. The raw cells stop there; only the parsed time and the
+  reason cross the shuffle.
+- ROUTING: a tuple goes to the bucket ``pmod(xxhash64(batch, seq),
+  buckets)`` (its arrival: the buffer has no per-key rule, and arrival
+  spreads evenly whatever the keys); probe, clock and end rows are copied to
+  every bucket; the harness's ``batch_end`` marker and rows of other kinds
+  go to bucket 0. The kind crosses as an integer code (cheaper than text).
+- WIDE STAGE, ``transformWithStateInPandas`` grouped by (stream, bucket),
+  ``timeMode="None"``: every bucket keeps the same stream scalars (watermark,
+  highest time seen, processing clock, ended flag), computed from the copied
+  rows: the highest time seen is the maximum of the probes, so every bucket
+  computes the same target (R16) without seeing the other buckets' tuples.
+  It judges its own tuples late (R14), keeps its share of the buffer sorted
+  by (ts, arrival batch, seq) (R15) and releases its own tuples at or below
+  the target (R17), each with its arrival columns. Bucket 0 writes the
+  watermark items, the errors of control rows and the after_end errors of
+  copied rows. One summary row per bucket and batch goes to the narrow stage.
+- NARROW STAGE, one group per stream (route -1 of the second stage): the
+  buckets' summaries only (buffer size, tuples dropped, watermarks emitted,
+  highest time ingested, carried in the output columns); it writes
+  ``progress``. Table rows pass through the
+  second stage in their bucket's group (a stateful stage feeding two
+  branches would run twice).
+- STATE: per bucket one ValueState (layout version, bucket count, the
+  scalars, and its share of the buffer as an Arrow IPC blob of the buffered
+  tuples only, zstd once it is large); per stream one ValueState (the counters, the
+  highest time seen, the watermark, each bucket's latest buffer size).
+  Nothing grows with the stream's length: a bucket holds what is buffered.
+- Parse failures are rows of the output, never a failed query. Long columns
+  cross between the stages as a value and a null mask.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -82,21 +123,32 @@ from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
-    StreamGroupProcessor,
+    StatefulProcessorHandle,
     check_columns,
     long_or_zero,
-    one_group_per_stream,
     opt,
+    require_int,
     sat_sub,
     stream_id_column,
     stream_settings,
     table_projections,
     warn_without_seq,
-    with_defaults,
+)
+from spark_impl.scaleout import (
+    NULL_MASK,
+    ROUTE,
+    SUMMARY_ROUTE,
+    BatchSummaryStage,
+    WideStage,
+    check_layout,
+    default_buckets,
+    restore_nulls,
+    to_buckets,
+    two_stages,
 )
 from spark_impl.session import check_session
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 
 # VELO-R3, R4: unit of each parser name as (numerator, denominator) in ms per unit.
 BUILTIN_UNITS: dict[str, tuple[int, int]] = {"unixtimestamp_s": (1000, 1), "unixtimestamp_ms": (1, 1)}
@@ -107,20 +159,39 @@ CONFIG_KEYS = (
     "register_parsers", "eventtime_enabled", "late_tolerance",
 )  # fmt: skip
 
+# Row kinds as codes (an integer crosses Arrow and the shuffle cheaper than text): the trace's
+# (VELO-R23), the harness's marker, the operator's own probe, and any other kind.
+EVENT, CLOCK, END, MARKER, PROBE, OTHER = range(6)
+KIND_CODES = {"event": EVENT, "clock": CLOCK, "end": END, "batch_end": MARKER}
+COMPRESS_FROM = 4096  # buffered tuples from which a bucket's buffer is stored zstd-compressed
+NO_TUPLE = "no_tuple"  # a probe's reason when its input partition saw no well-formed tuple
+
 STRING_COLS = ("output", "stream_id", "kind", "key", "reason")
 OUTPUT_COLUMNS = (
-    "output", "stream_id", "batch", "out_seq", "kind", "key", "event_time", "value", "watermark",
-    "reason", "seq", "max_timestamp_seen", "buffer_size", "late_dropped_count",
+    "output", "stream_id", "batch", "kind", "key", "event_time", "value", "watermark", "reason",
+    "arrival_batch", "arrival_seq", "seq", "max_timestamp_seen", "buffer_size", "late_dropped_count",
     "watermark_emitted_count",
 )  # fmt: skip
+LONG_COLS = tuple(c for c in OUTPUT_COLUMNS if c not in STRING_COLS)
 OUTPUT_SCHEMA = ", ".join(f"`{c}` {'string' if c in STRING_COLS else 'long'}" for c in OUTPUT_COLUMNS)
-STATE_SCHEMA = (
-    "layout_version int, clock long, has_watermark boolean, watermark long, has_max boolean, "
-    "max_seen long, arrivals long, out_seq long, late_dropped long, watermarks_emitted long, "
-    "batches long, buffer binary"
+PASS_SCHEMA = f"{OUTPUT_SCHEMA}, `{NULL_MASK}` long"
+# A bucket's summary of one batch (output "summary", route -1) travels in the output columns:
+# seq is the bucket, buffer_size its share, late_dropped_count and watermark_emitted_count the
+# batch's counts, max_timestamp_seen its highest time ingested, watermark the stream's.
+WIDE_SCHEMA = f"{PASS_SCHEMA}, `{ROUTE}` long"
+BUCKET_SCHEMA = (
+    "layout_version int, buckets int, clock long, has_watermark boolean, watermark long, "
+    "has_max boolean, max_seen long, ended boolean, batches long, buffer binary"
+)
+STREAM_SCHEMA = (
+    "layout_version int, buckets int, late_dropped long, watermarks_emitted long, has_max boolean, "
+    "max_seen long, has_watermark boolean, watermark long, sizes binary"
 )
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "emitted": ("stream_id", "batch", "out_seq", "kind", "key", "event_time", "value", "watermark", "reason"),
+    "emitted": (
+        "stream_id", "batch", "kind", "key", "event_time", "value", "watermark", "reason", "arrival_batch",
+        "arrival_seq",
+    ),
     "late": ("stream_id", "batch", "seq", "key", "event_time", "watermark"),
     "progress": (
         "stream_id", "batch", "watermark", "max_timestamp_seen", "buffer_size", "late_dropped_count",
@@ -128,6 +199,17 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
     "errors": ("stream_id", "batch", "seq", "reason"),
 }  # fmt: skip
+
+# The projected input (``eventtime_buffer``) and what the parse step makes of it.
+INPUT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("eb_sid", "string"), ("eb_batch", "long"), ("eb_seq", "long"), ("eb_kind", "long"),
+    ("eb_key", "string"), ("eb_value", "long"), ("eb_time", "long"), ("eb_time_null", "boolean"),
+    ("eb_raw", "string"), ("eb_raw_long", "long"), ("eb_raw_null", "boolean"), ("eb_messages", "string"),
+)  # fmt: skip
+RAW_COLUMNS = ("eb_raw", "eb_raw_long", "eb_raw_null", "eb_messages")
+PARSED_COLUMNS: tuple[tuple[str, str], ...] = (
+    *((c, t) for c, t in INPUT_COLUMNS if c not in RAW_COLUMNS), ("eb_ts", "long"), ("eb_reason", "string"),
+)  # fmt: skip
 
 
 # ---- configuration (VELO-R1..R4, R7) -------------------------------------------
@@ -282,44 +364,185 @@ def message_millis(messages_json: str, cfg: StreamConfig) -> tuple[int, str | No
     return 0, "no_eventtime_message"
 
 
-# ---- the buffer and the stream state --------------------------------------------
+# ---- the parse step, before the shuffle (VELO-R5, R10..R12) ------------------------------
+
+
+@dataclass(frozen=True)
+class ParseStep:
+    """The stateless ``mapInArrow`` body: per input partition, every event row gets its parsed
+    time (``eb_ts``) and the reason its cell fails (``eb_reason``, null when it parses), and per
+    stream and batch one ``probe`` row carries the highest time among the well-formed tuples
+    (``eb_ts``; ``eb_reason`` is ``NO_TUPLE`` when there was none). A probe is written for every
+    stream and batch the partition saw, so every bucket of a stream is called in every
+    micro-batch the stream has rows in. In processing-time mode no cell is read (VELO-R9)."""
+
+    default: StreamConfig
+    per_stream: Mapping[str, StreamConfig]
+    mode: str  # what eb_raw / eb_raw_long hold: "json", "text" or "long" (parse_cells)
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        highest: dict[tuple[str | None, int], int | None] = {}
+        for batch in batches:
+            if batch.num_rows:
+                parsed, seen = self.parse(batch)
+                for k, v in seen.items():
+                    old = highest.get(k)
+                    if k not in highest or (v is not None and (old is None or v > old)):
+                        highest[k] = v
+                yield parsed
+        if highest:
+            yield probe_rows(highest)
+
+    def parse(self, batch: Any) -> tuple[Any, dict[tuple[str | None, int], int | None]]:
+        """One Arrow batch: the batch with eb_ts and eb_reason instead of the raw columns, and the
+        highest well-formed time per (stream, batch) it holds (None: none well-formed)."""
+        n = batch.num_rows
+        col = {name: batch.column(name) for name in batch.schema.names}
+        sid = col["eb_sid"].to_numpy(zero_copy_only=False)
+        number = col["eb_batch"].to_numpy(zero_copy_only=False).astype(np.int64)
+        kind = col["eb_kind"].to_numpy(zero_copy_only=False).astype(np.int64)
+        ts = np.zeros(n, np.int64)
+        reason = np.full(n, None, dtype=object)
+        good = np.zeros(n, bool)
+        events = np.flatnonzero(kind == EVENT)
+        one_stream = bool(n) and sid[0] is not None and bool((sid == sid[0]).all())  # the usual case
+        if len(events):
+            groups = (
+                {sid[0]: np.arange(len(events))} if one_stream
+                else pd.Series(events).groupby(sid[events], sort=False, dropna=False).indices
+            )  # fmt: skip
+            for stream, at in groups.items():
+                cfg = self.per_stream.get(str(stream), self.default)
+                if not cfg.eventtime_enabled:
+                    continue  # VELO-R9: processing time reads no cell
+                rows = events[at]
+                ts[rows], reason[rows] = self._times(col, rows, cfg)
+                good[rows] = reason[rows] == None  # noqa: E711 - elementwise
+        return self._output(col, ts, reason), self._highest(sid, number, ts, good, one_stream)
+
+    @staticmethod
+    def _highest(
+        sid: np.ndarray, number: np.ndarray, ts: np.ndarray, good: np.ndarray, one_stream: bool
+    ) -> dict[tuple[str | None, int], int | None]:
+        """The highest well-formed time per (stream, batch) of these rows, None where none is."""
+        seen: dict[tuple[str | None, int], int | None] = {}
+        if one_stream:
+            for b in np.unique(number).tolist():
+                mine = good & (number == b)
+                seen[(str(sid[0]), int(b))] = int(ts[mine].max()) if mine.any() else None
+            return seen
+        # A null stream id is a stream of its own, as in the groupBy after the shuffle.
+        pairs = pd.DataFrame({"sid": sid, "batch": number, "ts": ts, "good": good}, copy=False)
+        top = pairs[pairs["good"]].groupby(["sid", "batch"], sort=False, dropna=False)["ts"].max()
+        for s, b in pairs[["sid", "batch"]].drop_duplicates().itertuples(index=False):
+            seen[(None if pd.isna(s) else str(s), int(b))] = None
+        for s, b, t in top.reset_index().itertuples(index=False):
+            seen[(None if pd.isna(s) else str(s), int(b))] = int(t)
+        return seen
+
+    @staticmethod
+    def _output(col: Mapping[str, Any], ts: np.ndarray, reason: np.ndarray) -> Any:
+        import pyarrow as pa
+
+        kept = [c for c, _ in PARSED_COLUMNS if c not in ("eb_ts", "eb_reason")]
+        arrays = [col[c] for c in kept] + [pa.array(ts, pa.int64()), pa.array(reason, pa.string())]
+        return pa.RecordBatch.from_arrays(arrays, schema=parsed_arrow_schema())
+
+    def _times(self, col: Mapping[str, Any], rows: np.ndarray, cfg: StreamConfig) -> tuple[Any, Any]:
+        """VELO-R10, R11: (ms, reason) of these event rows of one stream."""
+        messages = col["eb_messages"].to_numpy(zero_copy_only=False)[rows]
+        multi = pd.notna(messages)
+        ts = np.zeros(len(rows), np.int64)
+        reason = np.full(len(rows), "no_eventtime_message", dtype=object)
+        one = np.flatnonzero(~multi)
+        unit = cfg.units.get(cfg.input_stream)
+        if unit is not None and len(one):  # VELO-R10: one-message tuples of the input stream
+            at = rows[one]
+            ts[one], reason[one] = parse_cells(
+                self.mode, col["eb_raw"].to_numpy(zero_copy_only=False)[at],
+                col["eb_raw_long"].to_numpy(zero_copy_only=False)[at].astype(np.int64),
+                col["eb_raw_null"].to_numpy(zero_copy_only=False)[at].astype(bool), unit,
+            )  # fmt: skip
+        for i in np.flatnonzero(multi).tolist():  # VELO-R11: rare, exact per row
+            ts[i], reason[i] = message_millis(messages[i], cfg)
+        return ts, reason
+
+
+def parsed_arrow_schema() -> Any:
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_()}
+    return pa.schema([pa.field(c, types[t], nullable=True) for c, t in PARSED_COLUMNS])
+
+
+def probe_rows(highest: Mapping[tuple[str | None, int], int | None]) -> Any:
+    """The probe rows of one input partition (ParseStep)."""
+    import pyarrow as pa
+
+    n = len(highest)
+    keys, tops = list(highest), list(highest.values())
+    values = {
+        "eb_sid": pa.array([k[0] for k in keys], pa.string()),
+        "eb_batch": pa.array([k[1] for k in keys], pa.int64()),
+        "eb_seq": pa.array(np.zeros(n, np.int64)),
+        "eb_kind": pa.array(np.full(n, PROBE, np.int64)),
+        "eb_key": pa.nulls(n, pa.string()),
+        "eb_value": pa.array(np.zeros(n, np.int64)),
+        "eb_time": pa.array(np.zeros(n, np.int64)),
+        "eb_time_null": pa.array(np.ones(n, bool)),
+        "eb_ts": pa.array([0 if t is None else t for t in tops], pa.int64()),
+        "eb_reason": pa.array([NO_TUPLE if t is None else None for t in tops], pa.string()),
+    }
+    schema = parsed_arrow_schema()
+    return pa.RecordBatch.from_arrays([values[f.name] for f in schema], schema=schema)
+
+
+# ---- state (VELO-R15, R24) ------------------------------------------------------------
 
 
 @dataclass
 class Buffer:
-    """Buffered tuples, sorted by (ts, arrival) (VELO-R15)."""
+    """A bucket's buffered tuples, sorted by (ts, arrival batch, arrival seq) (VELO-R15)."""
 
     ts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    arrival: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    arrival_batch: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    arrival_seq: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     key: np.ndarray = field(default_factory=lambda: np.empty(0, object))
     value: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    COLUMNS = ("ts", "arrival_batch", "arrival_seq", "key", "value")
 
     def __len__(self) -> int:
         return len(self.ts)
 
     def take(self, index: Any) -> Buffer:
-        return Buffer(self.ts[index], self.arrival[index], self.key[index], self.value[index])
+        return Buffer(*(getattr(self, c)[index] for c in self.COLUMNS))
 
     def merged(self, new: Buffer) -> Buffer:
-        """A stable sort by ts of [old, new]: equal times keep arrival order (old first)."""
-        columns = ("ts", "arrival", "key", "value")
-        both = Buffer(*(np.concatenate([getattr(self, c), getattr(new, c)]) for c in columns))
-        return both.take(np.argsort(both.ts, kind="stable"))
+        if not len(new):
+            return self
+        both = Buffer(*(np.concatenate([getattr(self, c), getattr(new, c)]) for c in self.COLUMNS))
+        return both.take(np.lexsort((both.arrival_seq, both.arrival_batch, both.ts)))
 
     def to_ipc(self) -> bytes:
+        """An Arrow IPC stream (zstd once it is large; RocksDB compresses small values itself);
+        no bytes for an empty buffer."""
         import pyarrow as pa
 
+        if not len(self):
+            return b""
         table = pa.table(
             {
                 "ts": pa.array(self.ts, pa.int64()),
-                "arrival": pa.array(self.arrival, pa.int64()),
+                "arrival_batch": pa.array(self.arrival_batch, pa.int64()),
+                "arrival_seq": pa.array(self.arrival_seq, pa.int64()),
                 "key": pa.array(self.key, pa.string()),
                 "value": pa.array(self.value, pa.int64()),
-            },
-            metadata={"layout": "eventtime_buffer", "layout_version": str(LAYOUT_VERSION)},
+            }
         )
+        options = pa.ipc.IpcWriteOptions(compression="zstd" if len(self) >= COMPRESS_FROM else None)
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        with pa.ipc.new_stream(sink, table.schema, options=options) as w:
             w.write_table(table)
         return sink.getvalue().to_pybytes()
 
@@ -327,246 +550,332 @@ class Buffer:
     def from_ipc(cls, blob: bytes) -> Buffer:
         import pyarrow as pa
 
+        if not blob:
+            return cls()
         table = pa.ipc.open_stream(pa.py_buffer(bytes(blob))).read_all()
-        meta = table.schema.metadata or {}
-        if meta.get(b"layout_version") != str(LAYOUT_VERSION).encode():
-            raise RuntimeError(
-                f"eventtime_buffer: the buffer blob in the checkpoint has layout "
-                f"{meta.get(b'layout_version')!r}; this release reads version {LAYOUT_VERSION} only. "
-                "Start from a new checkpoint."
-            )
-        return cls(
-            table.column("ts").to_numpy().astype(np.int64),
-            table.column("arrival").to_numpy().astype(np.int64),
-            np.asarray(table.column("key").to_pylist(), dtype=object),
-            table.column("value").to_numpy().astype(np.int64),
-        )
+        longs = {
+            c: table.column(c).to_numpy().astype(np.int64)
+            for c in ("ts", "arrival_batch", "arrival_seq", "value")
+        }
+        key = np.asarray(table.column("key").to_numpy(zero_copy_only=False), dtype=object).reshape(-1)
+        return cls(longs["ts"], longs["arrival_batch"], longs["arrival_seq"], key, longs["value"])
 
 
 @dataclass
-class StreamState:
-    """Everything one stream keeps across micro-batches (one ValueState, VELO-R24)."""
+class BucketState:
+    """One bucket's ValueState: the stream scalars, the same in every bucket, and its share of
+    the buffer. ``batches`` counts the micro-batches (the batch number without batch_col)."""
 
+    buckets: int
     clock: int = 0
-    watermark: int | None = None
+    watermark: int | None = None  # VELO-R13: none before the first
     max_seen: int | None = None
-    arrivals: int = 0
-    out_seq: int = 0
-    late_dropped: int = 0
-    watermarks_emitted: int = 0
+    ended: bool = False  # VELO-R21
     batches: int = 0
     buffer: Buffer = field(default_factory=Buffer)
 
     def to_tuple(self) -> tuple[Any, ...]:
         return (
-            LAYOUT_VERSION, self.clock, self.watermark is not None, self.watermark or 0,
-            self.max_seen is not None, self.max_seen or 0, self.arrivals, self.out_seq,
-            self.late_dropped, self.watermarks_emitted, self.batches, self.buffer.to_ipc(),
+            LAYOUT_VERSION, self.buckets, self.clock, self.watermark is not None, self.watermark or 0,
+            self.max_seen is not None, self.max_seen or 0, self.ended, self.batches, self.buffer.to_ipc(),
         )  # fmt: skip
 
     @classmethod
-    def from_tuple(cls, value: tuple[Any, ...]) -> StreamState:
-        if value[0] != LAYOUT_VERSION:
-            raise RuntimeError(
-                f"eventtime_buffer: the checkpoint holds state layout version {value[0]}; this release "
-                f"reads version {LAYOUT_VERSION} only. Start from a new checkpoint."
-            )
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
+        check_layout("eventtime_buffer", value, LAYOUT_VERSION, buckets)
         return cls(
-            clock=int(value[1]), watermark=int(value[3]) if value[2] else None,
-            max_seen=int(value[5]) if value[4] else None, arrivals=int(value[6]), out_seq=int(value[7]),
-            late_dropped=int(value[8]), watermarks_emitted=int(value[9]), batches=int(value[10]),
-            buffer=Buffer.from_ipc(value[11]),
+            buckets, int(value[2]), int(value[4]) if value[3] else None, int(value[6]) if value[5] else None,
+            bool(value[7]), int(value[8]), Buffer.from_ipc(value[9]),
         )  # fmt: skip
+
+
+@dataclass
+class StreamState:
+    """The narrow stage's value per stream: the counters, the highest time ingested, the
+    watermark, and each bucket's latest buffer size (VELO-R22)."""
+
+    buckets: int
+    late_dropped: int = 0
+    watermarks_emitted: int = 0
+    max_seen: int | None = None
+    watermark: int | None = None
+    sizes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    def __post_init__(self) -> None:
+        if len(self.sizes) != self.buckets:
+            self.sizes = np.zeros(self.buckets, np.int64)
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return (
+            LAYOUT_VERSION, self.buckets, self.late_dropped, self.watermarks_emitted,
+            self.max_seen is not None, self.max_seen or 0, self.watermark is not None, self.watermark or 0,
+            np.ascontiguousarray(self.sizes, np.int64).tobytes(),
+        )  # fmt: skip
+
+    @classmethod
+    def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
+        check_layout("eventtime_buffer", value, LAYOUT_VERSION, buckets)
+        return cls(
+            buckets, int(value[2]), int(value[3]), int(value[5]) if value[4] else None,
+            int(value[7]) if value[6] else None, np.frombuffer(bytes(value[8]), np.int64).copy(),
+        )  # fmt: skip
+
+
+# ---- the wide stage: one bucket's batch (pure numpy/pandas; runs in the worker) --------------
 
 
 class _Out(OutputRows):
-    def __init__(self, stream_id: str) -> None:
-        super().__init__(stream_id, OUTPUT_COLUMNS, STRING_COLS)
+    """The wide stage's rows of one call: table rows (route = the bucket) and summaries."""
 
-    def emit(self, st: StreamState, b: int, n: int, **cols: Any) -> None:
-        """Output items, numbered in the stream's output order (VELO-R23)."""
-        if n:
-            self.add("emitted", n, batch=b, out_seq=st.out_seq + np.arange(n, dtype=np.int64), **cols)
-            st.out_seq += n
+    def __init__(self, stream_id: str, bucket: int, ordered: bool) -> None:
+        super().__init__(stream_id, (*OUTPUT_COLUMNS, ROUTE), STRING_COLS)
+        self.bucket = bucket
+        self.ordered = ordered
 
+    def add(self, output: str, n: int, **cols: Any) -> None:
+        cols.setdefault(ROUTE, self.bucket)
+        super().add(output, n, **cols)
 
-# ---- processing one stream's rows (pure numpy/pandas; runs in the worker) ------------
+    def seq(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """An arrival position as output: null without seq_col (no arrival order is known)."""
+        return values, np.full(len(values), not self.ordered)
 
-
-Columns = dict[str, np.ndarray]
-
-
-def _columns(pdf: pd.DataFrame) -> Columns:
-    """The normalised columns as numpy arrays; those the input did not carry get their defaults."""
-    n = len(pdf)
-    cols: Columns = {}
-    for name, default in _DEFAULTS.items():
-        if name in pdf.columns:
-            cols[name] = pdf[name].to_numpy()
-        elif default is None:
-            cols[name] = np.empty(n, dtype=object)  # an empty object array holds None
-        else:
-            cols[name] = np.full(n, default, dtype=object if isinstance(default, str) else type(default))
-    return cols
-
-
-def _take(cols: Columns, index: Any) -> Columns:
-    return {name: values[index] for name, values in cols.items()}
-
-
-def process_rows(
-    st: StreamState, rows: pd.DataFrame, cfg: StreamConfig, stream_id: str, has_batch: bool, mode: str
-) -> pd.DataFrame:
-    """One call's rows of one stream (normalised ``eb_*`` columns) applied to its state."""
-    out = _Out(stream_id)
-    cols = _columns(rows)
-    if has_batch:
-        batch = cols["eb_batch"].astype(np.int64)
-        groups = [(int(b), _take(cols, batch == b)) for b in np.unique(batch)]
-    else:
-        groups = [(st.batches, cols)]
-    for b, part in groups:
-        in_order = _take(part, np.argsort(part["eb_seq"].astype(np.int64), kind="stable"))
-        _process_batch(st, in_order, cfg, b, out, mode)
-        st.batches += 1
-    return out.frame()
-
-
-def _process_batch(st: StreamState, rows: Columns, cfg: StreamConfig, b: int, out: _Out, mode: str) -> None:
-    kind = rows["eb_kind"]
-    seq = rows["eb_seq"].astype(np.int64)
-    time = rows["eb_time"].astype(np.int64)
-    time_null = rows["eb_time_null"].astype(bool)
-    is_event, is_clock = kind == "event", kind == "clock"
-
-    # VELO-R23 / TR-4: malformed control rows; a clock is judged against every earlier clock.
-    err = np.empty(len(seq), dtype=object)
-    err[~(is_event | is_clock | (kind == "batch_end"))] = "unsupported_item"
-    err[is_clock & time_null] = "missing_time"
-    timed = is_clock & ~time_null
-    clock_after = (
-        np.maximum(np.maximum.accumulate(np.where(timed, time, I64_MIN)), st.clock) if len(seq) else time
-    )
-    clock_before = np.concatenate([[st.clock], clock_after[:-1]]).astype(np.int64)
-    err[timed & (time < clock_before)] = "clock_went_backwards"
-    bad = np.flatnonzero(err != None)  # noqa: E711 - elementwise
-    out.add("errors", len(bad), batch=b, seq=seq[bad], reason=err[bad])
-    if len(seq):
-        st.clock = int(clock_after[-1])
-
-    if cfg.eventtime_enabled:
-        _eventtime_batch(st, rows if is_event.all() else _take(rows, is_event), cfg, b, out, mode)
-    else:
-        forward = timed & (time > clock_before)  # VELO-R9: a forward move is a tick
-        emit = np.flatnonzero(is_event | forward)
-        is_tick = forward[emit]
-        keys = rows["eb_key"][emit].copy()
-        keys[is_tick] = None
-        out.emit(
-            st, b, len(emit), kind=np.where(is_tick, "watermark", "tuple").astype(object),
-            key=keys, event_time=(clock_after[emit], is_tick),
-            value=(rows["eb_value"].astype(np.int64)[emit], is_tick),
-            watermark=(time[emit] - 1, ~is_tick),
+    def tuples(self, b: int, released: Buffer) -> None:
+        """VELO-R17: released tuples, each with the arrival of its event."""
+        self.add(
+            "emitted", len(released), batch=b, kind="tuple", key=released.key, event_time=released.ts,
+            value=released.value, arrival_batch=released.arrival_batch,
+            arrival_seq=self.seq(released.arrival_seq),
         )  # fmt: skip
-        if (~is_tick).any():
-            st.max_seen = int(clock_after[emit][~is_tick][-1])
-        if is_tick.any():
-            st.watermark = int(time[emit][is_tick][-1]) - 1
-            st.watermarks_emitted += int(is_tick.sum())
 
+
+@dataclass
+class _Batch:
+    """One batch of one bucket, in arrival order, with the masks every rule reads."""
+
+    seq: np.ndarray
+    kind: np.ndarray
+    key: np.ndarray
+    value: np.ndarray
+    time: np.ndarray
+    time_null: np.ndarray
+    ts: np.ndarray
+    reason: np.ndarray
+    probe_max: int | None
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame, at: np.ndarray, ordered: bool) -> _Batch:
+        """The rows ``at`` of a call's frame (one batch): the probes' highest time, the rest in
+        arrival order."""
+        kind = rows["eb_kind"].to_numpy(np.int64)[at]
+        ts = rows["eb_ts"].to_numpy(np.int64)[at]
+        reason = rows["eb_reason"].to_numpy(object)[at]
+        probes = kind == PROBE
+        top = ts[probes & pd.isna(reason)]
+        keep = np.flatnonzero(~probes)
+        seq = rows["eb_seq"].to_numpy(np.int64)[at][keep]
+        if ordered:
+            order = np.argsort(seq, kind="stable")
+            keep, seq = keep[order], seq[order]
+        picked = at[keep]
+        key, value = rows["eb_key"].to_numpy(object)[picked], rows["eb_value"].to_numpy(np.int64)[picked]
+        time = rows["eb_time"].to_numpy(np.int64)[picked]
+        time_null = rows["eb_time_null"].to_numpy(bool)[picked]
+        probe_max = int(top.max()) if len(top) else None
+        return cls(seq, kind[keep], key, value, time, time_null, ts[keep], reason[keep], probe_max)
+
+
+def process_bucket(
+    st: BucketState, pdf: pd.DataFrame, cfg: StreamConfig, bucket: int, ordered: bool, has_batch: bool,
+    out: _Out,
+) -> None:  # fmt: skip
+    """One call of the wide stage: its rows split by batch (several only after a restart of a
+    pipeline whose source delivers many batches at once), each applied in turn."""
+    everything = np.arange(len(pdf))
+    if has_batch:
+        number = pdf["eb_batch"].to_numpy(np.int64)
+        parts = [(int(b), everything[number == b]) for b in np.unique(number)]
+    else:
+        parts = [(st.batches, everything)]
+    for b, at in parts:
+        bucket_batch(st, _Batch.of(pdf, at, ordered), cfg, bucket, b, out)
+        st.batches += 1
+
+
+def bucket_batch(st: BucketState, r: _Batch, cfg: StreamConfig, bucket: int, b: int, out: _Out) -> None:
+    """VELO-R9..R23 for one bucket's rows of batch ``b``: errors, late tuples, the bucket's share
+    of the buffer and of the release, the watermark items (bucket 0), and the bucket's summary."""
+    first = bucket == 0
+    n = len(r.seq)
+    is_event, is_clock = r.kind == EVENT, r.kind == CLOCK
+    marker = r.kind == MARKER
+    # VELO-R21, R23: the end's position; every later row is after_end, checked first.
+    end_at: int | None = None
+    if st.ended:
+        after = ~marker
+    else:
+        ends = r.seq[r.kind == END]
+        end_at = int(ends.min()) if len(ends) else None
+        after = (r.seq > end_at) & ~marker if end_at is not None else np.zeros(n, bool)
+    live = ~after
+    err = np.full(n, None, dtype=object)
+    err[after & (is_event | first)] = "after_end"  # an event lives in one bucket; copies in all
+    # TR-4, VELO-R23: control rows; a clock is judged against every earlier clock of the stream.
+    timed = is_clock & live & ~r.time_null
+    running = np.maximum(
+        np.maximum.accumulate(np.where(timed, r.time, np.int64(I64_MIN))), np.int64(st.clock)
+    )
+    before = np.concatenate([[np.int64(st.clock)], running[:-1]]).astype(np.int64)
+    if first:
+        err[live & (r.kind == OTHER)] = "unsupported_item"
+        err[is_clock & live & r.time_null] = "missing_time"
+        err[timed & (r.time < before)] = "clock_went_backwards"
+    if n:
+        st.clock = int(running[-1])
+    bad = np.flatnonzero(err != None)  # noqa: E711 - elementwise
+    out.add("errors", len(bad), batch=b, seq=out.seq(r.seq[bad]), reason=err[bad])
+
+    ev = is_event & live
+    if cfg.eventtime_enabled:
+        late, own_max, emitted = _eventtime(st, r, ev, end_at, cfg.late_tolerance, first, b, out)
+    else:
+        late, own_max, emitted = _processing_time(st, r, ev, timed, running, before, end_at, first, b, out)
+    if end_at is not None:
+        if first and (st.watermark is None or st.watermark < I64_MAX):
+            out.add("emitted", 1, batch=b, kind="watermark", watermark=I64_MAX)  # VELO-R21
+            emitted += 1
+        st.watermark, st.ended = I64_MAX, True
     out.add(
-        "progress", 1, batch=b, watermark=opt(st.watermark), max_timestamp_seen=opt(st.max_seen),
-        buffer_size=len(st.buffer), late_dropped_count=st.late_dropped,
-        watermark_emitted_count=st.watermarks_emitted,
+        "summary", 1, batch=b, **{ROUTE: SUMMARY_ROUTE}, seq=bucket, buffer_size=len(st.buffer),
+        late_dropped_count=late, watermark_emitted_count=emitted, max_timestamp_seen=opt(own_max),
+        watermark=opt(st.watermark),
     )  # fmt: skip
 
 
-def _eventtime_batch(st: StreamState, ev: Columns, cfg: StreamConfig, b: int, out: _Out, mode: str) -> None:
-    """VELO-R10..R19: parse, drop the late, buffer, release up to the target, then the watermark."""
-    seq = ev["eb_seq"].astype(np.int64)
-    n = len(seq)
-    key = ev["eb_key"]
-    value = ev["eb_value"].astype(np.int64)
-    messages = ev["eb_messages"]
-    multi = pd.notna(messages)
-    ts = np.zeros(n, np.int64)
-    reason = np.full(n, "no_eventtime_message", dtype=object)
-    one = np.flatnonzero(~multi)
-    unit = cfg.units.get(cfg.input_stream)
-    if unit is not None and len(one):  # VELO-R10: one-message tuples of the input stream
-        ts[one], reason[one] = parse_cells(
-            mode, ev["eb_raw"][one], ev["eb_raw_long"].astype(np.int64)[one],
-            ev["eb_raw_null"].astype(bool)[one], unit,
-        )  # fmt: skip
-    for i in np.flatnonzero(multi).tolist():  # VELO-R11: rare, exact per row
-        ts[i], reason[i] = message_millis(messages[i], cfg)
-
-    failed = reason != None  # noqa: E711 - elementwise
-    bad = np.flatnonzero(failed)  # VELO-R12: error items first, in arrival order
-    out.add("errors", len(bad), batch=b, seq=seq[bad], reason=reason[bad])
-    out.emit(st, b, len(bad), kind="error", key=key[bad], value=value[bad], reason=reason[bad])
-
-    late = ~failed & (ts <= st.watermark) if st.watermark is not None else np.zeros(n, bool)  # VELO-R14
-    dropped = np.flatnonzero(late)
-    out.add("late", len(dropped), batch=b, seq=seq[dropped], key=key[dropped], event_time=ts[dropped],
-            watermark=st.watermark)  # fmt: skip
-    st.late_dropped += len(dropped)
-
-    keep = np.flatnonzero(~failed & ~late)
-    if len(keep):  # VELO-R15: arrival numbers continue across batches
-        arrival = st.arrivals + np.arange(len(keep), dtype=np.int64)
-        st.arrivals += len(keep)
-        st.buffer = st.buffer.merged(Buffer(ts[keep], arrival, key[keep], value[keep]))
-        top = int(ts[keep].max())
-        st.max_seen = top if st.max_seen is None else max(st.max_seen, top)
+def _eventtime(
+    st: BucketState, r: _Batch, ev: np.ndarray, end_at: int | None, tolerance: int, first: bool, b: int,
+    out: _Out,
+) -> tuple[int, int | None, int]:  # fmt: skip
+    """VELO-R10..R19, R21: (tuples dropped, highest time buffered, watermarks emitted)."""
+    failed = ev & (r.reason != None)  # noqa: E711 - elementwise
+    bad = np.flatnonzero(failed)  # VELO-R12: one error row and one error item each
+    out.add("errors", len(bad), batch=b, seq=out.seq(r.seq[bad]), reason=r.reason[bad])
+    out.add(
+        "emitted", len(bad), batch=b, kind="error", key=r.key[bad], value=r.value[bad], reason=r.reason[bad],
+        arrival_batch=b, arrival_seq=out.seq(r.seq[bad]),
+    )  # fmt: skip
+    well_formed = ev & ~failed
+    late = well_formed & (r.ts <= st.watermark) if st.watermark is not None else np.zeros(len(ev), bool)
+    dropped = np.flatnonzero(late)  # VELO-R14: judged by the watermark before the batch
+    out.add(
+        "late", len(dropped), batch=b, seq=out.seq(r.seq[dropped]), key=r.key[dropped],
+        event_time=r.ts[dropped], watermark=st.watermark,
+    )  # fmt: skip
+    keep = np.flatnonzero(well_formed & ~late)
+    own_max = int(r.ts[keep].max()) if len(keep) else None
+    st.buffer = st.buffer.merged(
+        Buffer(r.ts[keep], np.full(len(keep), b, np.int64), r.seq[keep], r.key[keep], r.value[keep])
+    )  # VELO-R15
+    if end_at is not None:  # VELO-R21: everything leaves; the final watermark replaces the target
+        out.tuples(b, st.buffer)
+        st.buffer = Buffer()
+        return len(dropped), own_max, 0
+    if r.probe_max is not None:  # the probes cover every well-formed tuple of the batch
+        st.max_seen = r.probe_max if st.max_seen is None else max(st.max_seen, r.probe_max)
     if st.max_seen is None:
-        return
-    candidate = int(sat_sub(np.array([st.max_seen], np.int64), cfg.late_tolerance)[0])  # VELO-R16
+        return len(dropped), own_max, 0  # VELO-R16: no target without a buffered tuple
+    candidate = int(sat_sub(np.array([st.max_seen], np.int64), tolerance)[0])
     target = candidate if st.watermark is None else max(st.watermark, candidate)
     if st.watermark is not None and target <= st.watermark:
-        return
+        return len(dropped), own_max, 0
     cut = int(np.searchsorted(st.buffer.ts, target, side="right"))  # VELO-R17
-    released, st.buffer = st.buffer.take(slice(0, cut)), st.buffer.take(slice(cut, None))
-    out.emit(st, b, cut, kind="tuple", key=released.key, event_time=released.ts, value=released.value)
-    out.emit(st, b, 1, kind="watermark", watermark=target)
+    out.tuples(b, st.buffer.take(slice(0, cut)))
+    st.buffer = st.buffer.take(slice(cut, None))
     st.watermark = target
-    st.watermarks_emitted += 1
+    if first:
+        out.add("emitted", 1, batch=b, kind="watermark", watermark=target)
+        return len(dropped), own_max, 1
+    return len(dropped), own_max, 0
+
+
+def _processing_time(
+    st: BucketState, r: _Batch, ev: np.ndarray, timed: np.ndarray, running: np.ndarray, before: np.ndarray,
+    end_at: int | None, first: bool, b: int, out: _Out,
+) -> tuple[int, int | None, int]:  # fmt: skip
+    """VELO-R9: (0, the latest stamp, watermarks emitted): tuples stamped with the clock at their
+    arrival leave at once; a forward move of the clock to T emits Watermark(T - 1) (bucket 0)."""
+    at = np.flatnonzero(ev)
+    stamps = running[at]
+    out.add(
+        "emitted", len(at), batch=b, kind="tuple", key=r.key[at], event_time=stamps, value=r.value[at],
+        arrival_batch=b, arrival_seq=out.seq(r.seq[at]),
+    )  # fmt: skip
+    forward = np.flatnonzero(timed & (r.time > before))
+    if len(forward):
+        st.watermark = int(r.time[forward[-1]]) - 1
+    emitted = 0
+    if first:
+        out.add("emitted", len(forward), batch=b, kind="watermark", watermark=r.time[forward] - 1)
+        emitted = len(forward)
+    return 0, int(stamps.max()) if len(at) else None, emitted
+
+
+# ---- the narrow stage: a stream's progress (VELO-R22) ---------------------------------------
+
+
+def summarise_batch(st: StreamState, rows: pd.DataFrame, b: int, out: OutputRows) -> None:
+    """The buckets' summaries of batch ``b``: counters, highest time ingested, buffer sizes."""
+    st.sizes[rows["seq"].to_numpy(np.int64)] = rows["buffer_size"].to_numpy(np.int64)
+    st.late_dropped += int(rows["late_dropped_count"].to_numpy(np.int64).sum())
+    st.watermarks_emitted += int(rows["watermark_emitted_count"].to_numpy(np.int64).sum())
+    nulls = rows[NULL_MASK].to_numpy(np.int64)
+    has_max = (nulls & (np.int64(1) << np.int64(LONG_COLS.index("max_timestamp_seen")))) == 0
+    if has_max.any():
+        top = int(rows["max_timestamp_seen"].to_numpy(np.int64)[has_max].max())
+        st.max_seen = top if st.max_seen is None else max(st.max_seen, top)
+    has_watermark = (nulls & (np.int64(1) << np.int64(LONG_COLS.index("watermark")))) == 0
+    if has_watermark.any():  # the same in every bucket
+        st.watermark = int(rows["watermark"].to_numpy(np.int64)[has_watermark].max())
+    out.add(
+        "progress", 1, batch=b, watermark=opt(st.watermark), max_timestamp_seen=opt(st.max_seen),
+        buffer_size=int(st.sizes.sum()), late_dropped_count=st.late_dropped,
+        watermark_emitted_count=st.watermarks_emitted,
+    )  # fmt: skip
 
 
 # ---- the Spark operator ----------------------------------------------------------------
 
 
-class EventtimeBufferProcessor(StreamGroupProcessor[StreamConfig]):
-    """The stateful processor: one call per stream (group) and micro-batch."""
-
-    state_name = "eventtime_buffer"
-    state_schema = STATE_SCHEMA
-    state_class = StreamState
+class BufferBucketProcessor(WideStage):
+    """The wide stage: one call per (stream, bucket) and micro-batch."""
 
     def __init__(
-        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], has_batch: bool, mode: str,
-        has_seq: bool,
+        self, default: StreamConfig, per_stream: Mapping[str, StreamConfig], ordered: bool, buckets: int,
+        has_batch: bool,
     ) -> None:  # fmt: skip
-        super().__init__(default, per_stream, has_batch)
-        self.mode = mode
-        self.has_seq = has_seq
+        super().__init__(default, per_stream, ordered, buckets)
+        self.has_batch = has_batch
 
-    def prepare(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        if not self.has_seq:  # no arrival order given: event-time order (documented)
-            pdf = with_defaults(pdf, {"eb_raw_long": np.int64(0), "eb_raw": ""})
-            pdf = pdf.sort_values(["eb_raw_long", "eb_raw"], kind="stable").reset_index(drop=True)
-            pdf["eb_seq"] = np.arange(len(pdf), dtype=np.int64)
-        return pdf
+    def open_state(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("bucket", BUCKET_SCHEMA)
 
-    def process(self, st: StreamState, pdf: pd.DataFrame, cfg: StreamConfig, stream_id: str) -> pd.DataFrame:
-        return process_rows(st, pdf, cfg, stream_id, self.has_batch, self.mode)
+    def process(self, stream_id: str, bucket: int, config: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        stored = self.state.get()
+        st = BucketState.from_tuple(stored, self.buckets) if stored is not None else BucketState(self.buckets)
+        out = _Out(stream_id, bucket, self.ordered)
+        process_bucket(st, pdf, config, bucket, self.ordered, self.has_batch, out)
+        self.state.update(st.to_tuple())
+        yield out.masked_frame(NULL_MASK)
 
 
-_DEFAULTS: dict[str, Any] = {
-    "eb_batch": np.int64(0), "eb_seq": np.int64(0), "eb_kind": "event", "eb_key": None,
-    "eb_value": np.int64(0), "eb_time": np.int64(0), "eb_time_null": True, "eb_raw": None,
-    "eb_raw_long": np.int64(0), "eb_raw_null": False, "eb_messages": None,
-}  # fmt: skip
+class BufferSummaryProcessor(BatchSummaryStage):
+    """The narrow stage (route -1): one progress row per stream and batch."""
+
+    columns = (*OUTPUT_COLUMNS, NULL_MASK)
+    state_schema = STREAM_SCHEMA
+    state_class = StreamState
+    string_cols = STRING_COLS
+    summarise_batch = staticmethod(summarise_batch)
 
 
 @dataclass
@@ -600,19 +909,22 @@ def eventtime_buffer(
     messages_col: str | None = None,
     raw_is_json: bool = False,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    buckets: int | None = None,
 ) -> EventtimeBufferStreams:
     """Applies the veloFlux event-time watermark stage to a streaming DataFrame (module docstring).
 
     ``raw_is_json``: ``eventtime_col`` holds each cell as JSON text (the harness's form), so
-    numbers with fractions and quoted strings are told apart. Raises ``InvalidConfig`` for a
-    bad setting or column (VELO-R2: at planning time, before the query starts).
+    numbers with fractions and quoted strings are told apart. ``buckets``: groups per stream in
+    the wide stage (default: 4 per shuffle partition of the session), fixed in the checkpoint.
+    Raises ``InvalidConfig`` for a bad setting or column (VELO-R2: at planning time, before the
+    query starts).
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegralType, StringType
+    from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 
     fields = {f.name: f.dataType for f in df.schema.fields}
     check_session(df.sparkSession, "eventtime_buffer")
-    warn_without_seq("eventtime_buffer", seq_col, "the order of the event-time column")
+    warn_without_seq("eventtime_buffer", seq_col, "no order (equal event times leave in no defined order)")
     default_conf: dict[str, Any] = {
         "columns": list(fields), "eventtime_enabled": eventtime_enabled,
         "late_tolerance": late_tolerance_ms, "register_parsers": list(register_parsers),
@@ -620,6 +932,7 @@ def eventtime_buffer(
     if eventtime_col is not None:
         default_conf.update(eventtime_column=eventtime_col, eventtime_type=eventtime_type)
     default, per_stream = stream_settings(validate_config, default_conf, stream_configs)
+    buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     check_columns(
         fields,
         {"eventtime_col": eventtime_col, "key_col": key_col, "value_col": value_col,
@@ -639,51 +952,162 @@ def eventtime_buffer(
                 f"eventtime_col {eventtime_col!r} must be an integer or string column, got {et_type}"
             )
 
-    # Only the columns the input has cross into the Python worker; the rest get defaults there.
-    cols = [stream_id_column(stream_id_col, "eb_sid")]
-    if eventtime_col is not None:
-        raw = F.col(eventtime_col)
-        if mode == "long":
-            cols.append(long_or_zero(eventtime_col).alias("eb_raw_long"))
-        else:
-            cols.append(raw.cast("string").alias("eb_raw"))
-        cols.append(raw.isNull().alias("eb_raw_null"))
-    for name, alias in ((batch_col, "eb_batch"), (seq_col, "eb_seq"), (value_col, "eb_value")):
-        if name:
-            cols.append(long_or_zero(name).alias(alias))
-    for name, alias in ((kind_col, "eb_kind"), (key_col, "eb_key"), (messages_col, "eb_messages")):
-        if name:
-            cols.append(F.col(name).cast("string").alias(alias))
-    if time_col:
-        cols += [long_or_zero(time_col).alias("eb_time"), F.col(time_col).isNull().alias("eb_time_null")]
-    processor = EventtimeBufferProcessor(
-        default, per_stream, batch_col is not None, mode, seq_col is not None
+    def text(name: str | None) -> Any:
+        return F.col(name).cast("string") if name else F.lit(None).cast("string")
+
+    def long(name: str | None) -> Any:
+        return long_or_zero(name) if name else F.lit(0).cast("long")
+
+    kind: Any = F.lit(EVENT).cast("long")
+    if kind_col:  # any other kind (a user's "probe" too) is an unsupported item
+        kind = F.lit(OTHER).cast("long")
+        for name, code in KIND_CODES.items():
+            kind = F.when(F.col(kind_col).cast("string") == name, F.lit(code).cast("long")).otherwise(kind)
+    raw = F.col(eventtime_col) if eventtime_col else F.lit(None)
+    rows = df.select(
+        stream_id_column(stream_id_col, "eb_sid"), long(batch_col).alias("eb_batch"),
+        long(seq_col).alias("eb_seq"), kind.alias("eb_kind"), text(key_col).alias("eb_key"),
+        long(value_col).alias("eb_value"), long(time_col).alias("eb_time"),
+        (F.col(time_col).isNull() if time_col else F.lit(True)).alias("eb_time_null"),
+        (F.lit(None).cast("string") if mode == "long" else raw.cast("string")).alias("eb_raw"),
+        (long_or_zero(raw) if mode == "long" else F.lit(0).cast("long")).alias("eb_raw_long"),
+        raw.isNull().alias("eb_raw_null"), text(messages_col).alias("eb_messages"),
+    )  # fmt: skip
+    parsed_schema = StructType([StructField(c, _spark_type(t), True) for c, t in PARSED_COLUMNS])
+    rows = rows.mapInArrow(ParseStep(default, per_stream, mode), parsed_schema)
+    # A tuple's bucket is its arrival; without seq_col, a hash of the row (no arrival is known).
+    arrival = (
+        F.xxhash64("eb_batch", "eb_seq") if seq_col
+        else F.xxhash64("eb_batch", "eb_key", "eb_value", "eb_ts", "eb_reason")
+    )  # fmt: skip
+    kinds = F.col("eb_kind")
+    rows = to_buckets(
+        rows, buckets, arrival, kinds == EVENT, ~kinds.isin(PROBE, CLOCK, END), F.lit(False), "eb_bucket"
     )
-    output = one_group_per_stream(df, cols, "eb_sid", processor, OUTPUT_SCHEMA)
+    first = BufferBucketProcessor(default, per_stream, seq_col is not None, buckets, batch_col is not None)
+    both = two_stages(
+        rows, "eb_sid", "eb_bucket", first, WIDE_SCHEMA, BufferSummaryProcessor(buckets), PASS_SCHEMA
+    )
+    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
     return EventtimeBufferStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 
+def _spark_type(name: str) -> Any:
+    from pyspark.sql.types import BooleanType, LongType, StringType
+
+    return {"string": StringType(), "long": LongType(), "boolean": BooleanType()}[name]
+
+
+ENGINE_BUCKETS = 3
+
+
 def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): one stream per trace, raw cells as JSON."""
+    """The harness engine's call (spark_impl.engine.area_module): one stream per trace, raw cells
+    as JSON. Few buckets: every group costs a Python call per micro-batch, and a trace's handful
+    of tuples still spreads over three."""
     return eventtime_buffer(
         df, eventtime_col="raw", raw_is_json=True, key_col="key",
         value_col="value", stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time",
-        batch_col="batch", messages_col="messages", stream_configs=stream_configs,
+        batch_col="batch", messages_col="messages", stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
     ).output  # fmt: skip
 
 
+# ---- the same stages without Spark (tests of the pure code) ---------------------------------
+
+
+class LocalRun:
+    """The operator without Spark, for tests of its own code: the parse step per input
+    partition, the routing, and the two processors (``handleInputRows``) per group, their state
+    in a ``MemoryStore`` kept between ``micro_batch`` calls (a restart changes nothing else).
+    ``rows`` hold the projected columns (``INPUT_COLUMNS``, with ``eb_kind`` as text; absent
+    ones get the projection's defaults). A tuple's bucket is a function of its arrival, as in
+    Spark, whose hash differs: the place of a tuple changes no output."""
+
+    DEFAULTS: Mapping[str, Any] = {
+        "eb_sid": "", "eb_batch": 0, "eb_seq": 0, "eb_kind": "event", "eb_key": None, "eb_value": 0,
+        "eb_time": 0, "eb_time_null": True, "eb_raw": None, "eb_raw_long": 0, "eb_raw_null": True,
+        "eb_messages": None,
+    }  # fmt: skip
+
+    def __init__(
+        self, config: Mapping[str, Any], mode: str = "json", buckets: int = 3, partitions: int = 1,
+        ordered: bool = True, has_batch: bool = True,
+        stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:  # fmt: skip
+        from spark_impl.scaleout import MemoryStore
+
+        default, per_stream = stream_settings(validate_config, config, stream_configs)
+        self.parse = ParseStep(default, per_stream, mode)
+        self.wide = BufferBucketProcessor(default, per_stream, ordered, buckets, has_batch)
+        self.narrow = BufferSummaryProcessor(buckets)
+        self.buckets, self.partitions = buckets, partitions
+        self.store = MemoryStore()
+
+    def micro_batch(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """One micro-batch: the output rows (``OUTPUT_COLUMNS``, nullable longs)."""
+        import pyarrow as pa
+
+        rows = rows.assign(**{c: v for c, v in self.DEFAULTS.items() if c not in rows.columns})
+        codes = [KIND_CODES.get(k, OTHER) if isinstance(k, str) else OTHER for k in rows["eb_kind"].tolist()]
+        rows = rows.assign(eb_kind=np.array(codes, np.int64))  # as the projection codes the kind
+        types = {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_()}
+        schema = pa.schema([pa.field(c, types[t]) for c, t in INPUT_COLUMNS])
+        table = pa.Table.from_pandas(rows[[c for c, _ in INPUT_COLUMNS]], schema=schema, preserve_index=False)
+        parsed = []
+        for p in range(self.partitions):  # round robin, as the trace source splits a batch
+            parsed += list(self.parse(table.take(np.arange(p, table.num_rows, self.partitions)).to_batches()))
+        if not parsed:
+            return pd.DataFrame({c: [] for c in OUTPUT_COLUMNS})
+        frame = pa.Table.from_batches(parsed, parsed_arrow_schema()).to_pandas()
+        kind = frame["eb_kind"].to_numpy(np.int64)
+        arrival = frame["eb_batch"].to_numpy(np.int64) * 7919 + frame["eb_seq"].to_numpy(np.int64)
+        every = np.isin(kind, (PROBE, CLOCK, END))
+        wide = []
+        for bucket in range(self.buckets):
+            mine = frame[np.where(kind == EVENT, arrival % self.buckets == bucket, every | (bucket == 0))]
+            for sid, group in mine.groupby("eb_sid", sort=True, dropna=False):
+                key = (None if pd.isna(sid) else str(sid), bucket)  # a null id: Spark's null group
+                wide += self._call(self.wide, key, group.reset_index(drop=True))
+        both = pd.concat(wide, ignore_index=True)
+        result = []
+        sid_of, route_of = both["stream_id"].to_numpy(object), both[ROUTE].to_numpy(np.int64)
+        for sid, route in sorted(set(zip(sid_of.tolist(), route_of.tolist(), strict=True))):
+            group = both[(sid_of == sid) & (route_of == route)].reset_index(drop=True)
+            result += self._call(self.narrow, (str(sid), int(route)), group)
+        merged = pd.concat(result, ignore_index=True)
+        mask = merged[NULL_MASK].to_numpy(np.int64)
+        for i, c in enumerate(LONG_COLS):
+            merged[c] = pd.arrays.IntegerArray(
+                merged[c].to_numpy(np.int64), (mask & (np.int64(1) << np.int64(i))) != 0
+            )
+        return merged[list(OUTPUT_COLUMNS)].reset_index(drop=True)
+
+    def _call(self, processor: Any, key: tuple[str | None, int], rows: pd.DataFrame) -> list[pd.DataFrame]:
+        processor.init(self.store.handle(key))
+        return list(processor.handleInputRows(key, iter([rows]), None))
+
+
 __all__ = [
-    "EventtimeBufferProcessor",
-    "EventtimeBufferStreams",
+    "ENGINE_BUCKETS",
     "LAYOUT_VERSION",
     "OUTPUT_COLUMNS",
     "OUTPUT_SCHEMA",
+    "BucketState",
+    "Buffer",
+    "BufferBucketProcessor",
+    "BufferSummaryProcessor",
+    "EventtimeBufferStreams",
+    "LocalRun",
+    "ParseStep",
     "StreamConfig",
     "StreamState",
+    "bucket_batch",
     "cell_millis",
     "engine_output",
     "eventtime_buffer",
+    "message_millis",
     "parse_cells",
-    "process_rows",
+    "process_bucket",
+    "summarise_batch",
     "validate_config",
 ]
