@@ -932,21 +932,20 @@ def _rebalance(draw: st.DrawFn, model: _PartitionedModel, fresh: Any) -> Item:
 
 
 def check_state_layouts(
-    bucket_class: Any, bucket: tuple[Any, ...], stream_class: Any, stream: tuple[Any, ...]
+    bucket_class: Any, bucket: tuple[Any, ...], stream_class: Any, stream: tuple[Any, ...], buckets: int = 8
 ) -> None:
-    """The stored forms of a scale-out operator's two state values (both written with 8 buckets):
+    """The stored forms of a scale-out operator's two state values (both written with ``buckets``):
     they read back unchanged, and a value of a newer layout version or of another bucket count is
     refused with both values named, never misread (the layout clauses of every area)."""
     import pytest
 
     version = bucket[0]
-    assert bucket_class.from_tuple(bucket, 8).to_tuple() == bucket
-    assert stream_class.from_tuple(stream, 8).to_tuple() == stream
+    assert bucket_class.from_tuple(bucket, buckets).to_tuple() == bucket
+    assert stream_class.from_tuple(stream, buckets).to_tuple() == stream
     newer = version + 1
     for cls, value in ((bucket_class, bucket), (stream_class, stream)):
         with pytest.raises(RuntimeError, match=f"version {newer}.*version {version} only"):
-            cls.from_tuple((newer, *value[1:]), 8)
-    with pytest.raises(RuntimeError, match="buckets 8.*buckets 4 only"):
-        bucket_class.from_tuple(bucket, 4)
-    with pytest.raises(RuntimeError, match="buckets 8.*buckets 16 only"):
-        stream_class.from_tuple(stream, 16)
+            cls.from_tuple((newer, *value[1:]), buckets)
+    for cls, value, other in ((bucket_class, bucket, buckets + 1), (stream_class, stream, 2 * buckets)):
+        with pytest.raises(RuntimeError, match=f"buckets {buckets}.*buckets {other} only"):
+            cls.from_tuple(value, other)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from harness.outputs import TABLES, Row
 from harness.traces import I64_MAX, InvalidConfig, Trace
 from properties.late_data_strategies import DIFFERENTIAL, INVALID_CONFIGS, late_data_traces
-from properties.strategies import check_generated
+from properties.strategies import check_generated, check_state_layouts
 from reference.late_data import SideOutputRouter, config_from_trace, run_trace, window_of
 
 TRACES = late_data_traces(edge_rate=10)
@@ -236,18 +236,9 @@ def test_spark_state_layout_is_versioned() -> None:
     from spark_impl.late_data import LAYOUT_VERSION, BucketState, StreamState, pack_source, unpack_sources
 
     bucket = BucketState(3, clock=5).to_tuple()
-    assert BucketState.from_tuple(bucket, 3).to_tuple() == bucket
     stream = StreamState(3, np.arange(5, dtype=np.int64), open_windows=2, position=7).to_tuple()
-    assert StreamState.from_tuple(stream, 3).to_tuple() == stream
-    newer = LAYOUT_VERSION + 1
-    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
-        BucketState.from_tuple((newer, *bucket[1:]), 3)
-    with pytest.raises(RuntimeError, match=f"version {newer}.*version {LAYOUT_VERSION} only"):
-        StreamState.from_tuple((newer, *stream[1:]), 3)
-    with pytest.raises(RuntimeError, match="buckets 3.*buckets 4 only"):
-        BucketState.from_tuple(bucket, 4)
-    with pytest.raises(RuntimeError, match="buckets 3.*buckets 8 only"):
-        StreamState.from_tuple(stream, 8)
+    assert bucket[0] == stream[0] == LAYOUT_VERSION
+    check_state_layouts(BucketState, bucket, StreamState, stream, buckets=3)
     windows = np.array([[0, 1000, 3], [I64_MAX - 7, I64_MAX, 1]], np.int64)
     loaded = unpack_sources(
         [(1, False), (0, True), (2, False)],
