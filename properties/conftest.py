@@ -15,6 +15,7 @@ import pytest
 from harness.engine import Engine, load_engine
 from harness.hypothesis_profiles import load_profile
 from harness.pytest_plugin import ORACLE_ENGINE, chosen_engines
+from properties.generator_coverage import start_background_count, stop_background_count
 
 load_profile()
 
@@ -34,6 +35,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if idle:
         items[:] = [i for i in items if i not in idle]
         config.hook.pytest_deselected(items=idle)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The generator-coverage draws start now, on the core the Spark suites leave idle.
+    areas = [
+        i.callspec.params["area"]
+        for i in session.items
+        if i.path.name == "test_generator_coverage.py" and hasattr(i, "callspec")
+    ]
+    if areas and not session.config.option.collectonly:
+        start_background_count(areas)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stop_background_count()  # a run stopped early (-x, Ctrl-C) leaves no drawing process behind
 
 
 _ENGINES: dict[str, Engine] = {}

@@ -34,12 +34,25 @@ reaching still fails. The areas that hold data back (the buffer, sessions, keyed
 From the command line, for one area or all:
 
     .tox/spark/bin/python -m properties.generator_coverage [AREA ...] [--traces N] [--seed S]
+
+Drawing 1000 traces costs the better part of a minute per area, all of it in
+Hypothesis, while the Spark suites mostly wait on the JVM. So when a run's
+count is not the differential draw itself (the ``ci`` and ``dev`` profiles),
+``start_background_count`` runs this command (``--json``) in a process of its
+own as soon as the tests are collected, and the coverage tests read its
+counts: the same function, seed and number of traces, on the other core.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -244,20 +257,92 @@ def count_cases(area: str, traces: int | None = None, seed: int | None = None) -
 RECORDED: dict[str, CaseCounts] = {}
 
 
+@dataclass
+class BackgroundCount:
+    """``python -m properties.generator_coverage --json`` running beside the tests."""
+
+    areas: tuple[str, ...]
+    traces: int
+    seed: int
+    process: subprocess.Popen[bytes]
+    result: str
+    log: str
+
+    def counts(self, area: str) -> CaseCounts:
+        """The area's counts, once the process has finished (it counts every area in one go)."""
+        self.process.wait()
+        try:
+            with open(self.result, encoding="utf-8") as f:
+                return CaseCounts(**json.load(f)[area])
+        except (OSError, ValueError, KeyError) as error:
+            with open(self.log, encoding="utf-8", errors="replace") as f:
+                tail = f.read()[-3000:]
+            raise AssertionError(
+                f"the background count (exit {self.process.returncode}) gave no counts for {area}: "
+                f"{error}\n{tail}"
+            ) from None
+
+
+_BACKGROUND: BackgroundCount | None = None
+
+
+def start_background_count(areas: list[str]) -> None:
+    """Count ``areas`` in a child process now, unless this run's count is its differential draw
+    (then counting in the test costs nothing extra: the draw is cached for the engines)."""
+    global _BACKGROUND
+    from harness.hypothesis_profiles import differential_budget, run_seed
+
+    traces = max(differential_budget().traces, MIN_TRACES)
+    if not areas or traces == differential_budget().traces or _BACKGROUND is not None:
+        return
+    work = tempfile.mkdtemp(prefix="generator-coverage-")
+    result, log = os.path.join(work, "counts.json"), os.path.join(work, "log.txt")
+    command = [sys.executable, "-m", "properties.generator_coverage", *areas]
+    command += ["--traces", str(traces), "--seed", str(run_seed()), "--json", result]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=_PROJECT)
+    _BACKGROUND = BackgroundCount(tuple(areas), traces, run_seed(), process, result, log)
+
+
+def stop_background_count() -> None:
+    if _BACKGROUND is not None and _BACKGROUND.process.poll() is None:
+        _BACKGROUND.process.kill()
+        _BACKGROUND.process.wait()
+
+
+def counted_for_this_run(area: str) -> CaseCounts:
+    """The area's counts for this run: from the background count when it covers the area."""
+    from harness.hypothesis_profiles import run_seed
+
+    bg = _BACKGROUND
+    if bg is not None and area in bg.areas and bg.seed == run_seed():
+        return bg.counts(area)
+    return count_cases(area)
+
+
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("areas", nargs="*", default=list(AREAS), help="areas (default: all)")
     parser.add_argument("--traces", type=int, default=None, help="traces per area (default: as the suite)")
     parser.add_argument("--seed", type=int, default=None, help="seed (default: the run's, CONFORMANCE_SEED)")
+    parser.add_argument("--json", default=None, help="also write the counts of every area to this file")
     args = parser.parse_args(argv)
     from harness.hypothesis_profiles import load_profile
 
     load_profile()
     low = 0
+    counted_areas: dict[str, Any] = {}
     for area in args.areas:
         counted = count_cases(area, args.traces, args.seed)
-        print("\n".join(counted.lines()))
+        counted_areas[area] = dataclasses.asdict(counted)
+        print("\n".join(counted.lines()), flush=True)
         low += len(counted.below_floor())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(counted_areas, f)
     return 1 if low else 0
 
 
