@@ -81,6 +81,7 @@ class LateDataStream {
   }
 
   itemError(item) {
+    if (item.kind === "duplicate_seq") return "duplicate_seq"; // TR-15: a row whose seq another row shares
     if (!["event", "watermark", "clock"].includes(item.kind)) return "unsupported_item"; // OXL-R16
     if (item.kind === "event") return item.event_time === undefined ? "missing_event_time" : null;
     if (item.time === undefined) return "missing_time";

@@ -732,6 +732,27 @@ Feature: Event-time reorder buffer
         | tuple     | a   | 10         | -         |
         | watermark | -   | -          | 10        |
 
+    @TR-15 @VELO-R23 @VELO-R12
+    Scenario: Every row of a repeated seq is a duplicate_seq error row that emits nothing
+      The table's two rows at seq 1 were the same tuple delivered twice: both are error
+      rows, neither is buffered, and the output holds the other tuples only.
+      Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 0 ms
+      When these items arrive in one batch:
+        | kind          | key | raw |
+        | event         | a   | 10  |
+        | duplicate_seq |     |     |
+        | duplicate_seq |     |     |
+        | event         | b   | 20  |
+      Then the errors are:
+        | batch | seq | reason        |
+        | 0     | 1   | duplicate_seq |
+        | 0     | 2   | duplicate_seq |
+      And the output stream is:
+        | kind      | key | event_time | watermark |
+        | tuple     | a   | 10         | -         |
+        | tuple     | b   | 20         | -         |
+        | watermark | -   | -          | 20        |
+
   Rule: The registry API (oracle-only)
 
     @oracle-only @VELO-R6 @VELO-R3 @TR-10

@@ -948,6 +948,39 @@ Feature: Keyed watermarks
         | batch | global_watermark | global_advances |
         | 0     | 25000            | 2               |
 
+    @TR-15 @F065-R23 @F065-R22 @F065-R8
+    Scenario: Every row of a repeated seq is a duplicate_seq error row, which ends the segment
+      Two rows of the table carried seq 1: neither can be placed before the other, so both
+      are error rows, and the events around them are two segments, two global advances.
+      Given keyed watermarks with a bounded delay of 5000 ms
+      When these items arrive in one batch:
+        | kind          | key | event_time |
+        | event         | a   | 10000      |
+        | duplicate_seq |     |            |
+        | duplicate_seq |     |            |
+        | event         | a   | 30000      |
+      Then the errors are:
+        | batch | seq | reason        |
+        | 0     | 1   | duplicate_seq |
+        | 0     | 2   | duplicate_seq |
+      And the progress is:
+        | batch | global_watermark | global_advances |
+        | 0     | 25000            | 2               |
+
+    @TR-15 @F065-R38 @F065-R23 @TR-14
+    Scenario: After the end, rows of a repeated seq are after_end rows
+      Given keyed watermarks with a bounded delay of 1000 ms
+      When these items arrive in one batch:
+        | kind          | key | event_time |
+        | event         | a   | 5000       |
+        | end           |     |            |
+        | duplicate_seq |     |            |
+        | duplicate_seq |     |            |
+      Then the errors are:
+        | batch | seq | reason    |
+        | 0     | 2   | after_end |
+        | 0     | 3   | after_end |
+
     @F065-R23 @F065-R10 @TR-4
     Scenario: A clock that goes backwards is an error and does not move the clock
       Given keyed watermarks with a bounded delay of 5000 ms and an idle timeout of 1000 ms

@@ -464,6 +464,25 @@ Feature: Late data
         | seq | event_time | watermark | verdict |
         | 8   | 950        | 1000      | dropped |
 
+    @TR-15 @OXL-R16 @TR-7
+    Scenario: Every row of a repeated seq is a duplicate_seq error row and changes nothing
+      The table's rows at seq 1 were a watermark and an event of source 1: both are error
+      rows, so the source's watermark stays 1000 and the next event is judged by it.
+      Given late data with the default configuration
+      When these items arrive in one batch:
+        | kind          | source | event_time | time |
+        | watermark     | 1      |            | 1000 |
+        | duplicate_seq |        |            |      |
+        | duplicate_seq |        |            |      |
+        | event         | 1      | 1500       |      |
+      Then the errors are:
+        | batch | seq | reason        |
+        | 0     | 1   | duplicate_seq |
+        | 0     | 2   | duplicate_seq |
+      And the verdicts are:
+        | seq | event_time | watermark | verdict |
+        | 3   | 1500       | 1000      | on_time |
+
     @OXL-R16 @TR-14 @TR-7
     Scenario: The end of the input is not an item of this area, and the stream goes on
       Windows close by the sources' own watermarks, so a producer states its final

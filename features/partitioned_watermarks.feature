@@ -793,6 +793,28 @@ Feature: Per-partition watermarks
         | 1     | 1   | unsupported_item |
       And the combined watermark is 2000
 
+    @TR-15 @F064-R22 @F064-R20
+    Scenario: Every row of a repeated seq is a duplicate_seq error row, which ends the step
+      The rows between the two steps shared one seq: both are error rows, and the updates
+      around them are two steps, so the combined watermark advances twice.
+      Given partitioned watermarks with the default configuration
+      When source 0 is registered with 2 partitions
+      And these items arrive in the next batch:
+        | kind          | source | partition | time |
+        | watermark     | 0      | 0         | 1000 |
+        | watermark     | 0      | 1         | 2000 |
+        | duplicate_seq |        |           |      |
+        | duplicate_seq |        |           |      |
+        | watermark     | 0      | 0         | 3000 |
+      Then the errors are:
+        | batch | seq | reason        |
+        | 1     | 2   | duplicate_seq |
+        | 1     | 3   | duplicate_seq |
+      And the progress is:
+        | batch | combined_watermark | total_partitions | watermark_advances |
+        | 0     | -                  | 2                | 0                  |
+        | 1     | 2000               | 2                | 2                  |
+
     @F064-R20 @F064-R22 @TR-14
     Scenario: The end of the input is not an item of this area, and the stream goes on
       The tracker holds no data back and a final watermark is a watermark item, so an

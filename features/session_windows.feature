@@ -612,6 +612,30 @@ Feature: Session windows closed by the watermark, with timers that survive resta
         | batch | key | session_start | trigger_time |
         | 0     | a   | 0             | 1700         |
 
+    @TR-15 @F017E-R20 @F017E-R23
+    Scenario: Every row of a repeated seq is a duplicate_seq error row, even an end
+      The table's rows at seq 1 were an end and an event: neither can be placed before the
+      other, so both are error rows, the stream has not ended and its session stays open.
+      Given session windows configured with:
+        | setting | value |
+        | gap     | 1000  |
+      When these items arrive in one batch:
+        | kind          | key | event_time |
+        | event         | a   | 0          |
+        | duplicate_seq |     |            |
+        | duplicate_seq |     |            |
+        | event         | a   | 700        |
+      Then the errors are:
+        | batch | seq | reason        |
+        | 0     | 1   | duplicate_seq |
+        | 0     | 2   | duplicate_seq |
+      And the progress table is:
+        | batch | watermark | open_sessions |
+        | 0     | 700       | 1             |
+      And the timers table is:
+        | batch | key | session_start | trigger_time |
+        | 0     | a   | 0             | 1700         |
+
     @F017E-R22 @F017E-R3 @F017E-R8 @F017E-R10
     Scenario: In one batch, sessions grow, merge, close by timer and by watermark, and events come late
       Given session windows configured with:

@@ -765,6 +765,28 @@ Feature: SLA admission and backpressure
         | batch | admitted | rejected | shed | throttled | load_score |
         | 0     | 1        | 1        | 0    | 0         | 0          |
 
+    @TR-15 @OXS-R15 @TR-7
+    Scenario: Every row of a repeated seq is a duplicate_seq error row and is not decided
+      The table's two rows at seq 1 were events of stream s: both are error rows, no token
+      is spent on them, and the event after them is the second one decided.
+      Given SLA admission with these streams:
+        | stream | class  |
+        | s      | Bronze |
+      When these items arrive in one batch:
+        | kind          | key | event_time |
+        | event         | s   | 0          |
+        | duplicate_seq |     |            |
+        | duplicate_seq |     |            |
+        | event         | s   | 0          |
+      Then the errors are:
+        | batch | seq | reason        |
+        | 0     | 1   | duplicate_seq |
+        | 0     | 2   | duplicate_seq |
+      And the decisions are:
+        | seq | stream | event_time | decision | tokens_left |
+        | 0   | s      | 0          | admit    | 4           |
+        | 3   | s      | 0          | admit    | 3           |
+
     @OXS-R15 @TR-14 @TR-7
     Scenario: The end of the input is not an item of this area, and the stream goes on
       Every event is decided when it arrives, so nothing is held back for an end to

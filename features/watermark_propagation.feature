@@ -430,6 +430,31 @@ Feature: Watermark generation, alignment and propagation
         | 0     | 8   | sink | 700       |
       And the generated table is empty
 
+    @TR-15 @OXW-R17 @TR-7
+    Scenario: Every row of a repeated seq is a duplicate_seq error row and propagates nothing
+      The table's rows at seq 1 were two watermarks of src: both are error rows, so only the
+      watermarks before and after them reach the graph.
+      Given watermark propagation configured with:
+        | setting | value             |
+        | nodes   | ["src", "sink"]   |
+        | edges   | [["src", "sink"]] |
+      When these items arrive in one batch:
+        | kind          | key | time |
+        | watermark     | src | 100  |
+        | duplicate_seq |     |      |
+        | duplicate_seq |     |      |
+        | watermark     | src | 700  |
+      Then the errors are:
+        | batch | seq | reason        |
+        | 0     | 1   | duplicate_seq |
+        | 0     | 2   | duplicate_seq |
+      And the watermarks table is:
+        | batch | seq | key  | watermark |
+        | 0     | 0   | src  | 100       |
+        | 0     | 0   | sink | 100       |
+        | 0     | 3   | src  | 700       |
+        | 0     | 3   | sink | 700       |
+
     @OXW-R17 @TR-14 @TR-7
     Scenario: The end of the input is not an item of this area, and the stream goes on
       The area holds no data and a source's final watermark is a watermark item, so an

@@ -34,6 +34,8 @@ ITEM_KINDS = (
     "load",
     # TR-14: the stream's input has ended (areas that hold data back)
     "end",
+    # TR-15: a table row whose (stream, batch, seq) another row shares; an error row in every area
+    "duplicate_seq",
 )
 
 
@@ -111,6 +113,10 @@ class Item:
     def __post_init__(self) -> None:
         if self.kind not in ITEM_KINDS:
             raise InvalidTrace(f"unknown item kind {self.kind!r}; expected one of {ITEM_KINDS}")
+        if self.kind == "duplicate_seq":
+            carried = [f.name for f in fields(self)[1:] if getattr(self, f.name) != f.default]
+            if carried:  # TR-15: the row's content is no part of the item, so the trace cannot carry it
+                raise InvalidTrace(f"a duplicate_seq item has no fields, got {carried}")
         if self.key is not None and not isinstance(self.key, str):
             raise InvalidTrace(f"key must be a string, got {self.key!r}")
         _check_i64("event_time", self.event_time)
@@ -171,6 +177,8 @@ class Item:
             return f"event {self.key}@{self.event_time}{extra}"
         if self.kind == "clock":
             return f"clock->{self.time}"
+        if self.kind == "duplicate_seq":
+            return "duplicate_seq"
         if self.kind == "load":
             return "load " + (",".join(f"{n}={v}" for n, v in self.metrics) if self.metrics else "(none)")
         if self.source is not None or self.partition is not None:

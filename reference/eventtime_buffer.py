@@ -484,6 +484,8 @@ class EventtimeBufferStream:
         """VELO-R23: malformed items become error rows and change nothing."""
         if self.ended:
             return "after_end"  # VELO-R21
+        if item.kind == "duplicate_seq":
+            return "duplicate_seq"  # TR-15
         if item.kind == "clock":
             if item.time is None:
                 return "missing_time"

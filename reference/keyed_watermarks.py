@@ -731,6 +731,8 @@ class KeyedWatermarkStream:
         """F065-R23: malformed items become error rows and change nothing."""
         if self.ended:
             return "after_end"  # F065-R38
+        if item.kind == "duplicate_seq":
+            return "duplicate_seq"  # TR-15: it ends the segment like every error row
         if item.kind not in ACCEPTED_KINDS:
             return "unsupported_item"
         if item.kind == "clock":

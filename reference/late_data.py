@@ -239,6 +239,8 @@ class LateDataStream:
 
     def _item_error(self, item: Item) -> str | None:
         """OXL-R16: the reasons, in this order."""
+        if item.kind == "duplicate_seq":
+            return "duplicate_seq"  # TR-15
         if item.kind not in ACCEPTED_KINDS:
             return "unsupported_item"
         if item.kind == "event":

@@ -389,6 +389,8 @@ class PartitionedWatermarkStream:
 
     def _item_error(self, item: Item, segment: list[Item]) -> str | None:
         """F064-R22: malformed items and refused calls become error rows and change nothing."""
+        if item.kind == "duplicate_seq":
+            return "duplicate_seq"  # TR-15: it ends the step like every error row
         required = PARTITIONED_REQUIRED_FIELDS.get(item.kind)
         if required is None:
             return "unsupported_item"

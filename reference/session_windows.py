@@ -485,6 +485,8 @@ def _item_error(item: Item) -> str | None:
     """F017E-R20: malformed items become error rows and change nothing."""
     if item.kind == "end":
         return None
+    if item.kind == "duplicate_seq":
+        return "duplicate_seq"  # TR-15
     if item.kind != "event":
         return "unsupported_item"
     if item.key is None:

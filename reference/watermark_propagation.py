@@ -253,6 +253,8 @@ class WatermarkPropagationStream:
 
     def _item_error(self, item: Item) -> str | None:
         """OXW-R17: the checks in their order; the first failing one names the reason."""
+        if item.kind == "duplicate_seq":
+            return "duplicate_seq"  # TR-15
         if item.kind not in ("event", "watermark"):
             return "unsupported_item"
         if item.key is None:
