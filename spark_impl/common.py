@@ -44,7 +44,7 @@ def sat_sub(a: np.ndarray, d: int) -> np.ndarray:
 class OutputRows:
     """Pieces of the combined output, assembled column-wise without floats."""
 
-    def __init__(self, stream_id: str, columns: Sequence[str], string_cols: Sequence[str]) -> None:
+    def __init__(self, stream_id: str | None, columns: Sequence[str], string_cols: Sequence[str]) -> None:
         self.stream_id = stream_id
         self.columns = tuple(columns)
         self.string_cols = frozenset(string_cols)
@@ -211,6 +211,10 @@ def stream_settings(
     """The operator's own settings and each stream's, all checked (InvalidConfig names the stream)."""
     per_stream: dict[str, Config] = {}
     for sid, conf in (stream_configs or {}).items():
+        if sid is None:  # TR-16: str(None) would hand these settings to the stream called "None"
+            raise InvalidConfig(
+                "stream_configs names streams by their text; the null stream has the operator's own settings"
+            )
         try:
             per_stream[str(sid)] = validate(conf)
         except InvalidConfig as e:
@@ -242,35 +246,119 @@ def warn_without_seq(operator: str, seq_col: str | None, order: str) -> None:
 
 def check_columns(
     fields: Mapping[str, Any], named: Mapping[str, str | None], integral: Iterable[str], kind_col: str | None,
-    seq_col: str | None,
+    seq_col: str | None, text: Iterable[str] = (),
 ) -> None:  # fmt: skip
-    """Every named column exists; those labelled in ``integral`` are integer columns."""
-    from pyspark.sql.types import IntegralType
+    """Every named column exists; those labelled in ``integral`` are integer columns, those in
+    ``text`` string columns (TR-16: refused here, when the operator is defined)."""
+    from pyspark.sql.types import IntegralType, StringType
 
     if kind_col is not None and seq_col is None:
         raise InvalidConfig("kind_col needs seq_col: control rows are placed by their sequence number")
     for label, name in named.items():
         if name is not None and name not in fields:
             raise InvalidConfig(f"{label}={name!r} is not a column of the input ({sorted(fields)})")
-    for label in integral:
-        name = named[label]
-        if name is not None and not isinstance(fields[name], IntegralType):
-            raise InvalidConfig(f"{label} {name!r} must be an integer column, got {fields[name]}")
+    for labels, wanted, accepted in ((integral, IntegralType, INTEGRAL_TYPES), (text, StringType, TEXT_TYPE)):
+        for label in labels:
+            name = named[label]
+            if name is not None and not isinstance(fields[name], wanted):
+                raise InvalidConfig(f"{label} {name!r} is {_type_name(fields[name])}; it accepts {accepted}")
 
 
-def event_time_millis(fields: Mapping[str, Any], event_time_col: str) -> Any:
-    """The event-time column as LongType milliseconds (TR-2), from longs or timestamps."""
+INTEGRAL_TYPES = "an integral type (tinyint, smallint, int, bigint)"
+TEXT_TYPE = "string (JSON text)"
+TIME_TYPES = "integral milliseconds (tinyint, smallint, int, bigint) or timestamp, timestamp_ntz"
+
+
+def _type_name(data_type: Any) -> str:
+    return str(data_type.simpleString())
+
+
+def millis_column(fields: Mapping[str, Any], label: str, name: str) -> Any:
+    """A time column as LongType milliseconds (TR-16): integral columns as they are, timestamps
+    by ``unix_millis`` (their microseconds divided by 1000, rounded towards minus infinity)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
 
-    et_type = fields[event_time_col]
-    if isinstance(et_type, (TimestampType, TimestampNTZType)):
-        return F.unix_millis(F.col(event_time_col))
-    if isinstance(et_type, IntegralType):
-        return F.col(event_time_col).cast("long")
-    raise InvalidConfig(
-        f"event_time_col {event_time_col!r} must be integer milliseconds or a timestamp, got {et_type}"
+    col_type = fields[name]
+    if isinstance(col_type, (TimestampType, TimestampNTZType)):
+        return F.unix_millis(F.col(name))
+    if isinstance(col_type, IntegralType):
+        return F.col(name).cast("long")
+    raise InvalidConfig(f"{label} {name!r} is {_type_name(col_type)}; it accepts {TIME_TYPES}")
+
+
+def event_time_millis(fields: Mapping[str, Any], event_time_col: str) -> Any:
+    """The event-time column as LongType milliseconds (TR-2, TR-16), from integers or timestamps."""
+    return millis_column(fields, "event_time_col", event_time_col)
+
+
+VALUE_OUT_OF_RANGE = "value_out_of_range"  # TR-16: the kind and reason of an event whose value breaks TR-3
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+
+
+def value_checked_kind(kind: Any, value: Any) -> Any:
+    """TR-16: the kind column (text) with ``value_out_of_range`` for an event whose value lies
+    outside 32 bits (``value``: the input's column, any integral type); a user's row of that
+    kind becomes ``user value_out_of_range``, a kind no area accepts."""
+    from pyspark.sql import functions as F
+
+    wide = F.col(value).cast("long") if isinstance(value, str) else value.cast("long")
+    beyond = (wide < F.lit(I32_MIN)) | (wide > F.lit(I32_MAX))
+    return (
+        F.when(kind == VALUE_OUT_OF_RANGE, F.concat(F.lit("user "), kind))
+        .when((kind == "event") & beyond, F.lit(VALUE_OUT_OF_RANGE))
+        .otherwise(kind)
     )
+
+
+def place_flags(seq_col: str | None, batch_col: str | None, prefix: str) -> list[Any]:
+    """The projection's flags of rows with no place (TR-16): a null seq, a null batch."""
+    from pyspark.sql import functions as F
+
+    flags = []
+    if seq_col is not None:
+        flags.append(F.col(seq_col).isNull().alias(prefix + "seq_null"))
+    if batch_col is not None:
+        flags.append(F.col(batch_col).isNull().alias(prefix + "batch_null"))
+    return flags
+
+
+def split_unplaced(rows: Any, prefix: str) -> tuple[Any, Any | None]:
+    """TR-16: (the rows with a place, without the flags; the rows with none, or None when no
+    flag exists). A row with no place never reaches a stateful stage."""
+    from pyspark.sql import functions as F
+
+    flags = [c for c in (prefix + "seq_null", prefix + "batch_null") if c in rows.columns]
+    if not flags:
+        return rows, None
+    unplaced = F.lit(False)
+    for flag in flags:
+        unplaced = unplaced | F.col(flag)
+    return rows.filter(~unplaced).drop(*flags), rows.filter(unplaced)
+
+
+def with_unplaced_errors(output: Any, unplaced: Any | None, prefix: str) -> Any:
+    """TR-16: ``output`` and, unioned with it, one error row per row with no place:
+    ``missing_batch`` (batch null, the row's seq) before ``missing_seq`` (seq null). A stateless
+    branch: these rows change nothing, so no stateful stage needs to see them."""
+    from pyspark.sql import functions as F
+
+    if unplaced is None:
+        return output
+    batch_null = F.col(prefix + "batch_null") if prefix + "batch_null" in unplaced.columns else F.lit(False)
+    seq_null = F.col(prefix + "seq_null") if prefix + "seq_null" in unplaced.columns else F.lit(False)
+    has_seq = prefix + "seq" in unplaced.columns
+    cells = {
+        "output": F.lit("errors"),
+        "stream_id": F.col(prefix + "sid"),
+        "batch": F.when(~batch_null, F.col(prefix + "batch")),
+        "seq": F.when(~seq_null, F.col(prefix + "seq")) if has_seq else F.lit(None),
+        "reason": F.when(batch_null, F.lit("missing_batch")).otherwise(F.lit("missing_seq")),
+    }
+    errors = unplaced.select(*[
+        cells.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in output.schema.fields
+    ])  # fmt: skip
+    return output.unionByName(errors)
 
 
 def long_or_zero(column: Any) -> Any:
@@ -316,28 +404,59 @@ class OperatorStreams:
         micro-batch Spark replays after a failure overwrites its own folders, so nothing is
         written twice). ``trigger`` goes to ``DataStreamWriter.trigger`` (e.g.
         ``{"processingTime": "10 seconds"}``). Returns the StreamingQuery; read a table back
-        with ``spark.read.parquet(f"{path}/events")``."""
-        from pyspark.sql import functions as F
+        with ``spark.read.parquet(f"{path}/events")``. Raises ``IncompatibleCheckpoint`` or
+        ``CorruptCheckpoint`` (spark_impl.checkpoints) for a checkpoint this release cannot
+        continue from, before any batch runs."""
+        from spark_impl.checkpoints import check_checkpoint
 
         tables = {name: list(cols) for name, cols in self.table_columns.items()}
         base = path.rstrip("/")
 
         def write_batch(batch: Any, batch_id: int) -> None:
-            batch.persist()
-            try:
-                present = {r["output"] for r in batch.select("output").distinct().collect()}
-                for name in sorted(present & set(tables)):
-                    rows = batch.filter(F.col("output") == name).select(*tables[name])
-                    rows.write.mode("overwrite").parquet(f"{base}/{name}/batch_id={batch_id}")
-            finally:
-                batch.unpersist()
+            write_batch_tables(batch, batch_id, base, tables)
 
+        # C1-C4 (docs/reliability.md): refuse a checkpoint of another layout or a damaged one first
+        check_checkpoint(self.output.sparkSession, checkpoint_location)
         writer = self.output.writeStream.foreachBatch(write_batch).option(
             "checkpointLocation", checkpoint_location
         )
         if trigger:
             writer = writer.trigger(**trigger)
         return writer.start()
+
+
+def write_batch_tables(
+    batch: Any,
+    batch_id: int,
+    path: str,
+    tables: Mapping[str, Sequence[str]],
+    reached: Callable[[str, int], None] | None = None,
+) -> None:
+    """``write_tables``'s work for one micro-batch (the ``foreachBatch`` function): every table
+    present in ``batch`` (by its ``output`` column) to ``<path>/<table>/batch_id=<batch_id>``,
+    its ``tables[table]`` columns, overwriting what an earlier attempt of the same batch wrote.
+
+    The first action computes the batch, which commits the operators' state stores; the
+    tables follow in name order. ``reached(point, batch_id)``, when given, is called at
+    ``after_state`` (state committed, no table written), ``between_tables`` (before each table
+    but the first) and ``after_sink`` (every table written, before Spark's commit log): the
+    points where harness/faults.py kills the query."""
+    from pyspark.sql import functions as F
+
+    batch.persist()
+    try:
+        present = {r["output"] for r in batch.select("output").distinct().collect()}
+        if reached:
+            reached("after_state", batch_id)
+        for n, name in enumerate(sorted(present & set(tables))):
+            if reached and n:
+                reached("between_tables", batch_id)
+            rows = batch.filter(F.col("output") == name).select(*tables[name])
+            rows.write.mode("overwrite").parquet(f"{path}/{name}/batch_id={batch_id}")
+        if reached:
+            reached("after_sink", batch_id)
+    finally:
+        batch.unpersist()
 
 
 def table_projections(output: Any, table_columns: Mapping[str, Sequence[str]]) -> dict[str, Any]:
@@ -381,6 +500,11 @@ __all__ = [
     "check_columns",
     "event_time_millis",
     "long_or_zero",
+    "millis_column",
+    "place_flags",
+    "split_unplaced",
+    "value_checked_kind",
+    "with_unplaced_errors",
     "native_watermark_progress",
     "one_group_per_stream",
     "opt",
@@ -390,4 +514,5 @@ __all__ = [
     "stream_settings",
     "table_projections",
     "with_defaults",
+    "write_batch_tables",
 ]

@@ -113,28 +113,35 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
+from spark_impl.checkpoints import decoding
 from spark_impl.common import (
+    VALUE_OUT_OF_RANGE,
     OperatorStreams,
     OutputRows,
     StatefulProcessorHandle,
     check_columns,
     long_or_zero,
+    millis_column,
     opt,
+    place_flags,
     require_int,
     sat_sub,
+    split_unplaced,
     stream_id_column,
     stream_settings,
     table_projections,
     warn_without_seq,
+    with_unplaced_errors,
 )
 from spark_impl.scaleout import (
+    DUPLICATE_SEQ,
     NULL_MASK,
     ROUTE,
     SUMMARY_ROUTE,
@@ -142,6 +149,7 @@ from spark_impl.scaleout import (
     WideStage,
     check_layout,
     default_buckets,
+    flag_duplicate_seqs,
     restore_nulls,
     to_buckets,
     two_stages,
@@ -160,9 +168,10 @@ CONFIG_KEYS = (
 )  # fmt: skip
 
 # Row kinds as codes (an integer crosses Arrow and the shuffle cheaper than text): the trace's
-# (VELO-R23), the harness's marker, the operator's own probe, and any other kind.
-EVENT, CLOCK, END, MARKER, PROBE, OTHER = range(6)
-KIND_CODES = {"event": EVENT, "clock": CLOCK, "end": END, "batch_end": MARKER}
+# (VELO-R23), the harness's marker, the operator's own probe, any other kind, and a row whose seq
+# another row shares (TR-15).
+EVENT, CLOCK, END, MARKER, PROBE, OTHER, DUPLICATE, VALUE_RANGE = range(8)  # VALUE_RANGE: TR-16
+KIND_CODES = {"event": EVENT, "clock": CLOCK, "end": END, "batch_end": MARKER, DUPLICATE_SEQ: DUPLICATE}
 COMPRESS_FROM = 4096  # buffered tuples from which a bucket's buffer is stored zstd-compressed
 NO_TUPLE = "no_tuple"  # a probe's reason when its input partition saw no well-formed tuple
 
@@ -288,25 +297,43 @@ def validate_config(config: Mapping[str, Any]) -> StreamConfig:
 
 # ---- parsing cells (VELO-R5, R10, R11) ---------------------------------------
 
-_FAST_JSON = re.compile(r'-?[0-9]{1,18}|"-?[0-9]{1,18}"')  # ints that fit int64 even after * 1000
+# ints that fit int64 even after * 1000, as JSON writes them (no leading zeros) or as digit strings
+_FAST_JSON = re.compile(r'-?(?:0|[1-9][0-9]{0,17})|"-?[0-9]{1,18}"')
 _FAST_TEXT = re.compile(r"-?[0-9]{1,18}")
 _INT_TEXT = re.compile(r"-?[0-9]+")
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_JSON_SPACE = " \t\n\r"
+# TR-16: beyond 10**24 every unit's result leaves i64; below 10**-24 none reaches a whole ms.
+_MAGNITUDE = 24
 
 
 def cell_millis(json_text: str | None, unit: tuple[int, int]) -> tuple[int, str | None]:
-    """The exact path: one cell's JSON text -> (ms, None) or (0, reason)."""
-    if json_text is None or json_text == "null":
+    """The exact path: one cell's JSON text -> (ms, None) or (0, reason). Text that is not JSON by
+    the standard (NaN, Infinity, +5, 007, .5, 1_000) parses as nothing (TR-16)."""
+    if json_text is None:
+        return 0, "null_eventtime"
+    json_text = json_text.strip(_JSON_SPACE)
+    if json_text == "null":
         return 0, "null_eventtime"
     if json_text.startswith('"'):
-        text = json.loads(json_text)
-        if not _INT_TEXT.fullmatch(text):
+        try:
+            text = json.loads(json_text)
+        except ValueError:
+            return 0, "unparsable_eventtime"
+        if not isinstance(text, str) or not _INT_TEXT.fullmatch(text):
             return 0, "unparsable_eventtime"
         numerator, denominator = int(text), 1
+    elif _JSON_NUMBER.fullmatch(json_text):
+        value = Decimal(json_text)  # exact: the JSON text's value
+        if value.is_zero():
+            return 0, None
+        if value.adjusted() > _MAGNITUDE:
+            return 0, "eventtime_out_of_range"
+        if value.adjusted() < -_MAGNITUDE:
+            return (0 if value > 0 else -1), None  # rounded towards minus infinity (VELO-R5)
+        numerator, denominator = value.as_integer_ratio()
     else:
-        try:
-            numerator, denominator = Decimal(json_text).as_integer_ratio()  # exact: the JSON text's value
-        except (InvalidOperation, ValueError, OverflowError):
-            return 0, "unparsable_eventtime"  # true/false, objects, lists
+        return 0, "unparsable_eventtime"  # true/false, objects, lists, and text that is not JSON
     num, den = unit
     ms = (numerator * num) // (denominator * den)  # floor division: rounds towards minus infinity
     if not I64_MIN <= ms <= I64_MAX:
@@ -353,15 +380,33 @@ def parse_cells(
 
 
 def message_millis(messages_json: str, cfg: StreamConfig) -> tuple[int, str | None]:
-    """VELO-R11: the first message whose stream declares event time decides (no fallback)."""
-    pairs = json.loads(messages_json)
-    if any(name not in cfg.units for name, _ in pairs):
+    """VELO-R11: the first message whose stream declares event time decides (no fallback). A text
+    that is not a JSON list of [stream name, cell] pairs names no defined stream (TR-16)."""
+    pairs = _message_pairs(messages_json)
+    if pairs is None or any(name not in cfg.units for name, _ in pairs):
         return 0, "unknown_stream"
     for name, cell in pairs:
         unit = cfg.units[name]
         if unit is not None:
-            return cell_millis(json.dumps(cell), unit)
+            return cell_millis(str(cell) if isinstance(cell, Decimal) else json.dumps(cell), unit)
     return 0, "no_eventtime_message"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _message_pairs(messages_json: str) -> list[tuple[str, Any]] | None:
+    """The [stream name, cell] pairs of a messages text (numbers kept exact), None if it has none."""
+    try:
+        pairs = json.loads(messages_json, parse_float=Decimal, parse_constant=_refuse_constant)
+    except ValueError:
+        return None
+    if not isinstance(pairs, list) or any(
+        not isinstance(p, list) or len(p) != 2 or not isinstance(p[0], str) for p in pairs
+    ):
+        return None
+    return [(p[0], p[1]) for p in pairs]
 
 
 # ---- the parse step, before the shuffle (VELO-R5, R10..R12) ------------------------------
@@ -412,7 +457,8 @@ class ParseStep:
                 else pd.Series(events).groupby(sid[events], sort=False, dropna=False).indices
             )  # fmt: skip
             for stream, at in groups.items():
-                cfg = self.per_stream.get(str(stream), self.default)
+                # TR-16: the null stream has the operator's own settings, not those of "None"
+                cfg = self.per_stream.get(str(stream), self.default) if _named(stream) else self.default
                 if not cfg.eventtime_enabled:
                     continue  # VELO-R9: processing time reads no cell
                 rows = events[at]
@@ -466,6 +512,11 @@ class ParseStep:
         for i in np.flatnonzero(multi).tolist():  # VELO-R11: rare, exact per row
             ts[i], reason[i] = message_millis(messages[i], cfg)
         return ts, reason
+
+
+def _named(stream: Any) -> bool:
+    """Whether a stream id read back from pandas is a name (a null one may come back as NaN)."""
+    return stream is not None and not (isinstance(stream, float) and stream != stream)
 
 
 def parsed_arrow_schema() -> Any:
@@ -582,11 +633,12 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        check_layout("eventtime_buffer", value, LAYOUT_VERSION, buckets)
-        return cls(
-            buckets, int(value[2]), int(value[4]) if value[3] else None, int(value[6]) if value[5] else None,
-            bool(value[7]), int(value[8]), Buffer.from_ipc(value[9]),
-        )  # fmt: skip
+        check_layout("eventtime_buffer", value, LAYOUT_VERSION, buckets, "bucket")
+        with decoding("eventtime_buffer", "bucket"):
+            watermark = int(value[4]) if value[3] else None
+            max_seen = int(value[6]) if value[5] else None
+            buffer = Buffer.from_ipc(value[9])
+            return cls(buckets, int(value[2]), watermark, max_seen, bool(value[7]), int(value[8]), buffer)
 
 
 @dataclass
@@ -614,11 +666,15 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
-        check_layout("eventtime_buffer", value, LAYOUT_VERSION, buckets)
-        return cls(
-            buckets, int(value[2]), int(value[3]), int(value[5]) if value[4] else None,
-            int(value[7]) if value[6] else None, np.frombuffer(bytes(value[8]), np.int64).copy(),
-        )  # fmt: skip
+        check_layout("eventtime_buffer", value, LAYOUT_VERSION, buckets, "stream")
+        with decoding("eventtime_buffer", "stream"):
+            sizes = np.frombuffer(bytes(value[8]), np.int64).copy()
+            if len(sizes) != buckets:  # a stream keeps one buffer size per bucket
+                raise ValueError(f"buffer sizes of {len(sizes)} buckets for {buckets} buckets")
+            return cls(
+                buckets, int(value[2]), int(value[3]), int(value[5]) if value[4] else None,
+                int(value[7]) if value[6] else None, sizes,
+            )  # fmt: skip
 
 
 # ---- the wide stage: one bucket's batch (pure numpy/pandas; runs in the worker) --------------
@@ -627,7 +683,7 @@ class StreamState:
 class _Out(OutputRows):
     """The wide stage's rows of one call: table rows (route = the bucket) and summaries."""
 
-    def __init__(self, stream_id: str, bucket: int, ordered: bool) -> None:
+    def __init__(self, stream_id: str | None, bucket: int, ordered: bool) -> None:
         super().__init__(stream_id, (*OUTPUT_COLUMNS, ROUTE), STRING_COLS)
         self.bucket = bucket
         self.ordered = ordered
@@ -728,6 +784,8 @@ def bucket_batch(st: BucketState, r: _Batch, cfg: StreamConfig, bucket: int, b: 
     before = np.concatenate([[np.int64(st.clock)], running[:-1]]).astype(np.int64)
     if first:
         err[live & (r.kind == OTHER)] = "unsupported_item"
+        err[live & (r.kind == DUPLICATE)] = DUPLICATE_SEQ  # TR-15
+        err[live & (r.kind == VALUE_RANGE)] = VALUE_OUT_OF_RANGE  # TR-16
         err[is_clock & live & r.time_null] = "missing_time"
         err[timed & (r.time < before)] = "clock_went_backwards"
     if n:
@@ -859,7 +917,9 @@ class BufferBucketProcessor(WideStage):
     def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("bucket", BUCKET_SCHEMA)
 
-    def process(self, stream_id: str, bucket: int, config: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def process(
+        self, stream_id: str | None, bucket: int, config: Any, pdf: pd.DataFrame
+    ) -> Iterator[pd.DataFrame]:
         stored = self.state.get()
         st = BucketState.from_tuple(stored, self.buckets) if stored is not None else BucketState(self.buckets)
         out = _Out(stream_id, bucket, self.ordered)
@@ -910,12 +970,16 @@ def eventtime_buffer(
     raw_is_json: bool = False,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
     buckets: int | None = None,
+    seq_unique: bool = False,
 ) -> EventtimeBufferStreams:
     """Applies the veloFlux event-time watermark stage to a streaming DataFrame (module docstring).
 
     ``raw_is_json``: ``eventtime_col`` holds each cell as JSON text (the harness's form), so
     numbers with fractions and quoted strings are told apart. ``buckets``: groups per stream in
     the wide stage (default: 4 per shuffle partition of the session), fixed in the checkpoint.
+    ``seq_unique``: the producer guarantees that ``seq_col`` is unique per stream and batch,
+    which skips the duplicate check (TR-15: every row of a repeated seq is a ``duplicate_seq``
+    error row), one shuffle less.
     Raises ``InvalidConfig`` for a bad setting or column (VELO-R2: at planning time, before the
     query starts).
     """
@@ -938,7 +1002,8 @@ def eventtime_buffer(
         {"eventtime_col": eventtime_col, "key_col": key_col, "value_col": value_col,
          "stream_id_col": stream_id_col, "seq_col": seq_col, "kind_col": kind_col, "time_col": time_col,
          "batch_col": batch_col, "messages_col": messages_col},
-        ("seq_col", "time_col", "batch_col", "value_col"), kind_col, seq_col,
+        ("seq_col", "batch_col", "value_col"), kind_col, seq_col,
+        text=("messages_col", "eventtime_col") if raw_is_json else ("messages_col",),
     )  # fmt: skip
     mode = "json"
     if eventtime_col is not None and not raw_is_json:
@@ -949,7 +1014,8 @@ def eventtime_buffer(
             mode = "text"
         else:
             raise InvalidConfig(
-                f"eventtime_col {eventtime_col!r} must be an integer or string column, got {et_type}"
+                f"eventtime_col {eventtime_col!r} is {et_type.simpleString()}; it accepts an integral type "
+                "(the cell as a number) or string (its text), and string JSON text with raw_is_json"
             )
 
     def text(name: str | None) -> Any:
@@ -963,16 +1029,25 @@ def eventtime_buffer(
         kind = F.lit(OTHER).cast("long")
         for name, code in KIND_CODES.items():
             kind = F.when(F.col(kind_col).cast("string") == name, F.lit(code).cast("long")).otherwise(kind)
+    if value_col:  # TR-16: an event whose value breaks TR-3's 32 bits is an error row
+        wide = F.col(value_col).cast("long")
+        beyond = (wide < F.lit(-(2**31))) | (wide > F.lit(2**31 - 1))
+        kind = F.when((kind == EVENT) & beyond, F.lit(VALUE_RANGE).cast("long")).otherwise(kind)
     raw = F.col(eventtime_col) if eventtime_col else F.lit(None)
-    rows = df.select(
+    time = millis_column(fields, "time_col", time_col) if time_col else None
+    rows, unplaced = split_unplaced(df.select(
         stream_id_column(stream_id_col, "eb_sid"), long(batch_col).alias("eb_batch"),
         long(seq_col).alias("eb_seq"), kind.alias("eb_kind"), text(key_col).alias("eb_key"),
-        long(value_col).alias("eb_value"), long(time_col).alias("eb_time"),
-        (F.col(time_col).isNull() if time_col else F.lit(True)).alias("eb_time_null"),
+        long(value_col).alias("eb_value"),
+        (F.lit(0).cast("long") if time is None else long_or_zero(time)).alias("eb_time"),
+        (F.lit(True) if time is None else time.isNull()).alias("eb_time_null"),
         (F.lit(None).cast("string") if mode == "long" else raw.cast("string")).alias("eb_raw"),
         (long_or_zero(raw) if mode == "long" else F.lit(0).cast("long")).alias("eb_raw_long"),
         raw.isNull().alias("eb_raw_null"), text(messages_col).alias("eb_messages"),
-    )  # fmt: skip
+        *place_flags(seq_col, batch_col, "eb_"),
+    ), "eb_")  # fmt: skip
+    if seq_col and not seq_unique:  # TR-15, before a cell is parsed or a probe counts it
+        rows = flag_duplicate_seqs(rows, "eb_", duplicate=DUPLICATE, exempt=(MARKER,))
     parsed_schema = StructType([StructField(c, _spark_type(t), True) for c, t in PARSED_COLUMNS])
     rows = rows.mapInArrow(ParseStep(default, per_stream, mode), parsed_schema)
     # A tuple's bucket is its arrival; without seq_col, a hash of the row (no arrival is known).
@@ -988,7 +1063,7 @@ def eventtime_buffer(
     both = two_stages(
         rows, "eb_sid", "eb_bucket", first, WIDE_SCHEMA, BufferSummaryProcessor(buckets), PASS_SCHEMA
     )
-    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
+    output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "eb_")
     return EventtimeBufferStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 
@@ -1001,14 +1076,16 @@ def _spark_type(name: str) -> Any:
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, raw cells
     as JSON. Few buckets: every group costs a Python call per micro-batch, and a trace's handful
-    of tuples still spreads over three."""
+    of tuples still spreads over three. ``seq_unique``: the engine's seqs are trace positions,
+    unique by construction; False checks them (TR-15)."""
     return eventtime_buffer(
         df, eventtime_col="raw", raw_is_json=True, key_col="key",
         value_col="value", stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time",
         batch_col="batch", messages_col="messages", stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
+        seq_unique=seq_unique,
     ).output  # fmt: skip
 
 
@@ -1073,7 +1150,7 @@ class LocalRun:
         sid_of, route_of = both["stream_id"].to_numpy(object), both[ROUTE].to_numpy(np.int64)
         for sid, route in sorted(set(zip(sid_of.tolist(), route_of.tolist(), strict=True))):
             group = both[(sid_of == sid) & (route_of == route)].reset_index(drop=True)
-            result += self._call(self.narrow, (str(sid), int(route)), group)
+            result += self._call(self.narrow, (None if pd.isna(sid) else str(sid), int(route)), group)
         merged = pd.concat(result, ignore_index=True)
         mask = merged[NULL_MASK].to_numpy(np.int64)
         for i, c in enumerate(LONG_COLS):

@@ -187,7 +187,9 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
+from spark_impl.checkpoints import IncompatibleCheckpoint, decoding, missing_value
 from spark_impl.common import (
+    VALUE_OUT_OF_RANGE,
     OperatorStreams,
     OutputRows,
     StatefulProcessorHandle,
@@ -195,22 +197,29 @@ from spark_impl.common import (
     check_columns,
     event_time_millis,
     long_or_zero,
+    millis_column,
+    place_flags,
+    split_unplaced,
     stream_id_column,
     stream_settings,
     table_projections,
+    value_checked_kind,
     warn_once,
     warn_without_seq,
+    with_unplaced_errors,
 )
 from spark_impl.common import require_int as _require_int
 from spark_impl.common import sat_sub as _sat_sub
 from spark_impl.scaleout import (
     CURRENT_TIMESTAMP,
+    DUPLICATE_SEQ,
     NULL_MASK,
     SecondStage,
     WideStage,
     block_of,
     check_layout,
     default_buckets,
+    flag_duplicate_seqs,
     pack_text,
     processing_time,
     restore_nulls,
@@ -506,9 +515,11 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        check_layout("keyed_watermarks", value, LAYOUT_VERSION, buckets)
-        subs = np.frombuffer(bytes(value[6]), np.int64).reshape(-1, len(_SUMMARY_FIELDS)).copy()
-        return cls(buckets, int(value[2]), int(value[3]), int(value[4]), int(value[5]), subs, bool(value[7]))
+        check_layout("keyed_watermarks", value, LAYOUT_VERSION, buckets, "bucket")
+        with decoding("keyed_watermarks", "bucket"):
+            subs = np.frombuffer(bytes(value[6]), np.int64).reshape(-1, len(_SUMMARY_FIELDS)).copy()
+            level, split, clock, activity = (int(value[i]) for i in range(2, 6))
+            return cls(buckets, level, split, clock, activity, subs, bool(value[7]))
 
 
 def pack_block(t: _Keys, rows: np.ndarray, w: pd.DataFrame, wrows: np.ndarray) -> tuple[Any, ...]:
@@ -531,14 +542,24 @@ def unpack_blocks(blocks: list[tuple[Any, ...]]) -> tuple[_Keys, pd.DataFrame]:
     """The keys and open windows of several blocks, concatenated."""
     if not blocks:
         return _Keys(), _no_windows()
-    keys = unpack_text(b"".join(bytes(b[0]) for b in blocks), b"".join(bytes(b[1]) for b in blocks))
-    nums = np.frombuffer(b"".join(bytes(b[2]) for b in blocks), np.int64).reshape(-1, len(_Keys.NUMBERS))
-    idle = np.frombuffer(b"".join(bytes(b[3]) for b in blocks), bool)
-    t = _Keys(keys, idle=idle.copy(), **{n: nums[:, i].copy() for i, n in enumerate(_Keys.NUMBERS)})
-    wkeys = unpack_text(b"".join(bytes(b[4]) for b in blocks), b"".join(bytes(b[5]) for b in blocks))
-    wn = np.frombuffer(b"".join(bytes(b[6]) for b in blocks), np.int64).reshape(-1, len(_WINDOW_NUMBERS))
-    w = pd.DataFrame({"key": wkeys, **{c: wn[:, i].copy() for i, c in enumerate(_WINDOW_NUMBERS)}})
-    return t, w
+    with decoding("keyed_watermarks", "blocks"):
+        keys = unpack_text(b"".join(bytes(b[0]) for b in blocks), b"".join(bytes(b[1]) for b in blocks))
+        nums = np.frombuffer(b"".join(bytes(b[2]) for b in blocks), np.int64).reshape(-1, len(_Keys.NUMBERS))
+        idle = np.frombuffer(b"".join(bytes(b[3]) for b in blocks), bool)
+        _same_length(keys=len(keys), numbers=len(nums), idle_flags=len(idle))
+        t = _Keys(keys, idle=idle.copy(), **{n: nums[:, i].copy() for i, n in enumerate(_Keys.NUMBERS)})
+        wkeys = unpack_text(b"".join(bytes(b[4]) for b in blocks), b"".join(bytes(b[5]) for b in blocks))
+        wn = np.frombuffer(b"".join(bytes(b[6]) for b in blocks), np.int64).reshape(-1, len(_WINDOW_NUMBERS))
+        _same_length(window_keys=len(wkeys), window_numbers=len(wn))
+        w = pd.DataFrame({"key": wkeys, **{c: wn[:, i].copy() for i, c in enumerate(_WINDOW_NUMBERS)}})
+        return t, w
+
+
+def _same_length(**counts: int) -> None:
+    """The parallel arrays of a state value have one entry per key, or the value is damaged."""
+    if len(set(counts.values())) > 1:
+        lengths = ", ".join(f"{name} {count}" for name, count in counts.items())
+        raise ValueError(f"parallel arrays of different lengths: {lengths}")
 
 
 _WINDOW_NUMBERS = ("hash", "start", "count", "sum")
@@ -575,9 +596,11 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
-        check_layout("keyed_watermarks", value, LAYOUT_VERSION, buckets)
-        summaries = np.frombuffer(bytes(value[5]), np.int64).reshape(-1, _STREAM_FIELDS).copy()
-        return cls(buckets, int(value[2]), int(value[3]), int(value[4]), summaries)
+        check_layout("keyed_watermarks", value, LAYOUT_VERSION, buckets, "stream")
+        with decoding("keyed_watermarks", "stream"):
+            summaries = np.frombuffer(bytes(value[5]), np.int64).reshape(-1, _STREAM_FIELDS).copy()
+            _same_length(buckets=buckets, bucket_summaries=len(summaries))
+            return cls(buckets, int(value[2]), int(value[3]), int(value[4]), summaries)
 
     def global_watermark(self) -> int | None:
         s = self.summaries
@@ -594,7 +617,7 @@ class StreamState:
 class _Out(OutputRows):
     """The first stage's rows of one call: table rows and summaries (WIDE_SCHEMA)."""
 
-    def __init__(self, stream_id: str) -> None:
+    def __init__(self, stream_id: str | None) -> None:
         super().__init__(stream_id, (*OUTPUT_COLUMNS, "kw_route", *SUMMARY_COLS), STRING_COLS)
 
 
@@ -752,6 +775,8 @@ def _errors(
     known = keyed | is_clock | (kind == "tick") | (kind == "end")
     err = np.full(n, None, dtype=object)
     err[~known] = "unsupported_item"
+    err[kind == DUPLICATE_SEQ] = DUPLICATE_SEQ  # TR-15: an error row that ends the segment
+    err[kind == VALUE_OUT_OF_RANGE] = VALUE_OUT_OF_RANGE  # TR-16: so does an event refused for its value
     err[is_clock & tm_null] = "missing_time"
     cand = is_clock & ~tm_null
     if cand.any():
@@ -1092,6 +1117,22 @@ class _KeyTable:
         ]
 
 
+def unpack_sketch(value: tuple[Any, ...]) -> tuple[int, list[int], list[int | None], np.ndarray]:
+    """A shard's stored sketches: event count, frequency cells, max cells (None where empty),
+    HyperLogLog registers; each of the sizes its settings give, or the value is damaged."""
+    with decoding("keyed_watermarks", "shard_sketches"):
+        cells = int(value[2]) * int(value[3])
+        frequency = np.frombuffer(bytes(value[5]), np.int64).tolist()
+        high: list[int | None] = np.frombuffer(bytes(value[6]), np.int64).tolist()
+        empty = np.frombuffer(bytes(value[7]), bool)
+        registers = np.frombuffer(bytes(value[8]), np.uint8).copy()
+        _same_length(cells=cells, frequency_cells=len(frequency), max_cells=len(high), empty_flags=len(empty))
+        _same_length(registers=HLL_REGISTERS, stored_registers=len(registers))
+        for cell in np.flatnonzero(empty).tolist():
+            high[cell] = None
+        return int(value[4]), frequency, high, registers
+
+
 class _Sketch:
     """A shard's frequency sketch (R28), max sketch (R29), registers (R34) and event count. A
     key has at most six cells, so the per-event rule reads and writes Python lists (a numpy
@@ -1099,21 +1140,14 @@ class _Sketch:
     call. An empty max-sketch cell is None."""
 
     def __init__(self, cfg: StreamConfig, value: tuple[Any, ...] | None = None) -> None:
-        size = cfg.sketch_depth * cfg.width
         if value is None:
+            size = cfg.sketch_depth * cfg.width
             self.events = 0
             self.frequency: list[int] = [0] * size
             self.high: list[int | None] = [None] * size
             self.registers = np.zeros(HLL_REGISTERS, np.uint8)
             return
-        self.events = int(value[4])
-        self.frequency = np.frombuffer(bytes(value[5]), np.int64).tolist()
-        high = np.frombuffer(bytes(value[6]), np.int64).tolist()
-        empty = np.frombuffer(bytes(value[7]), bool)
-        for cell in np.flatnonzero(empty).tolist():
-            high[cell] = None
-        self.high = high
-        self.registers = np.frombuffer(bytes(value[8]), np.uint8).copy()
+        self.events, self.frequency, self.high, self.registers = unpack_sketch(value)
 
     def to_tuple(self, cfg: StreamConfig) -> tuple[Any, ...]:
         empty = np.fromiter((v is None for v in self.high), bool, len(self.high))
@@ -1157,10 +1191,11 @@ def check_sketch_settings(value: tuple[Any, ...], cfg: StreamConfig, shard: int)
     expected = (cfg.shards, cfg.exact_per_shard, cfg.sketch_depth, cfg.width)
     if stored != expected:
         names = "(shards, exact keys per shard, sketch_depth, width)"
-        raise RuntimeError(
+        raise IncompatibleCheckpoint(
             f"keyed_watermarks: shard {shard} of the checkpoint holds {names} = {stored}; this stream's "
-            f"settings give {expected}. Start from a new checkpoint, or keep the settings."
-        )
+            f"settings give {expected}", "Start from a new checkpoint, or keep the settings",
+            "keyed_watermarks", "shard_sketches",
+        )  # fmt: skip
 
 
 class _Shard:
@@ -1210,10 +1245,11 @@ def pack_exact(exact: OrderedDict[str, list[Any]]) -> tuple[Any, ...]:
 
 
 def unpack_exact(value: tuple[Any, ...]) -> OrderedDict[str, list[Any]]:
-    keys = unpack_text(bytes(value[0]), bytes(value[1])).tolist()
-    numbers = np.frombuffer(bytes(value[2]), np.int64).reshape(-1, 3).tolist()
-    idle = np.frombuffer(bytes(value[3]), bool).tolist()
-    return OrderedDict((k, [*n, i, None]) for k, n, i in zip(keys, numbers, idle, strict=True))
+    with decoding("keyed_watermarks", "shard_keys"):
+        keys = unpack_text(bytes(value[0]), bytes(value[1])).tolist()
+        numbers = np.frombuffer(bytes(value[2]), np.int64).reshape(-1, 3).tolist()
+        idle = np.frombuffer(bytes(value[3]), bool).tolist()
+        return OrderedDict((k, [*n, i, None]) for k, n, i in zip(keys, numbers, idle, strict=True))
 
 
 @dataclass
@@ -1445,7 +1481,7 @@ class KeyBucketProcessor(WideStage):
         self.shard_sketches = handle.getMapState("shard_sketches", "shard long", SHARD_SKETCH_SCHEMA)
 
     def process(
-        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+        self, stream_id: str | None, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
     ) -> Iterator[pd.DataFrame]:
         pdf = _collapse_ticks(pdf)
         if not self.ordered:
@@ -1460,9 +1496,12 @@ class KeyBucketProcessor(WideStage):
         )  # fmt: skip
         if len(st.subs) and (st.level == COMPACT_LAYOUT) != cfg.compact:
             held, given = ("exact", "compact") if cfg.compact else ("compact", "exact")
-            raise RuntimeError(
-                f"keyed_watermarks: stream {stream_id!r}: the checkpoint holds the {held} tracker's state; "
-                f"this stream's settings ask for the {given} tracker. Start from a new checkpoint."
+            raise IncompatibleCheckpoint(
+                f"keyed_watermarks: the checkpoint holds the {held} tracker's state; "
+                f"this stream's settings ask for the {given} tracker",
+                "Start from a new checkpoint, or keep the settings",
+                "keyed_watermarks",
+                "bucket",
             )
         out = _Out(stream_id)
         for b, part in batches_in(pdf, "kw_batch", True, 0):
@@ -1536,7 +1575,8 @@ class KeyBucketProcessor(WideStage):
     def _read_value(self, state: Any, number: int, bucket: int) -> tuple[Any, ...]:
         value = state.getValue((number,))
         if value is None:  # the summary lists only shards that hold a value
-            raise RuntimeError(f"keyed_watermarks: shard {number} of bucket {bucket} is missing")
+            variable = "shard_keys" if state is self.shard_keys else "shard_sketches"
+            raise missing_value("keyed_watermarks", variable, f"shard {number} of bucket {bucket}")
         return tuple(value)
 
     def _batch(
@@ -1633,7 +1673,7 @@ class KeyBucketProcessor(WideStage):
         for block in blocks.tolist():
             value = self.blocks.getValue((int(block),))
             if value is None:  # the summary lists only blocks that hold a value
-                raise RuntimeError(f"keyed_watermarks: block {block} of bucket {bucket} is missing")
+                raise missing_value("keyed_watermarks", "blocks", f"block {block} of bucket {bucket}")
             values.append(value)
         return values
 
@@ -1663,11 +1703,13 @@ class StreamSummaryProcessor(SecondStage):
     def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("stream", STREAM_SCHEMA)
 
-    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+    def summarise(self, stream_id: str | None, rows: pd.DataFrame) -> pd.DataFrame:
         stored = self.state.get()
         st = StreamState.from_tuple(stored, self.buckets) if stored is not None else StreamState(self.buckets)
         out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
-        compact = self.compact_streams.get(stream_id, self.compact_default)
+        compact = self.compact_default
+        if stream_id is not None:
+            compact = self.compact_streams.get(stream_id, self.compact_default)
         for b, part in batches_in(rows, "batch", True, 0):
             summarise_batch(st, part, b, out, compact)
         self.state.update(st.to_tuple())
@@ -1748,6 +1790,7 @@ def keyed_watermarks(
     sketch_error_rate: float = DEFAULT_SKETCH_ERROR_RATE,
     sketch_depth: int = DEFAULT_SKETCH_DEPTH,
     shards: int = 1,
+    seq_unique: bool = False,
 ) -> KeyedWatermarkStreams:
     """Applies F065 keyed watermarks to a streaming DataFrame (see the module docstring).
 
@@ -1764,6 +1807,10 @@ def keyed_watermarks(
     (1..exact_key_count) is part of the answer (R27); the shard count, the exact keys per
     shard and the sketch shape are fixed in the checkpoint.
     ``progress.estimated_keys`` is the compact streams' distinct-key estimate (R34).
+
+    ``seq_unique``: the producer guarantees that ``seq_col`` is unique per stream and batch, which
+    skips the duplicate check (TR-15: every row of a repeated seq is a ``duplicate_seq`` error
+    row), one shuffle less.
 
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
@@ -1807,7 +1854,7 @@ def keyed_watermarks(
     }  # fmt: skip
     if processing_time_col is not None and processing_time_col != CURRENT_TIMESTAMP:
         named["processing_time_col"] = processing_time_col
-    check_columns(fields, named, ("seq_col", "time_col", "batch_col", "value_col"), kind_col, seq_col)
+    check_columns(fields, named, ("seq_col", "batch_col", "value_col"), kind_col, seq_col)
     if processing_time_col is not None and kind_col is not None:
         raise InvalidConfig("processing_time_col replaces clock rows: give it or kind_col, not both")
     et = event_time_millis(fields, event_time_col)
@@ -1820,25 +1867,30 @@ def keyed_watermarks(
         long_or_zero(et).alias("kw_et"),
         et.isNull().alias("kw_et_null"),
         (long_or_zero(batch_col) if batch_col else F.unix_millis(F.current_timestamp())).alias("kw_batch"),
+        *place_flags(seq_col, batch_col, "kw_"),
     ]
     if seq_col:
         cols.append(long_or_zero(seq_col).alias("kw_seq"))
-    if kind_col:
-        kind_text = F.col(kind_col).cast("string")
+    if kind_col or value_col:
+        kind_text = F.col(kind_col).cast("string") if kind_col else F.lit("event")
         # "tick" is the operator's own row (processing_time_col); a user's "tick" is unsupported.
-        cols.append(F.when(kind_text == "tick", F.lit("user tick")).otherwise(kind_text).alias("kw_kind"))
+        kind_text = F.when(kind_text == "tick", F.lit("user tick")).otherwise(kind_text)
+        cols.append((value_checked_kind(kind_text, value_col) if value_col else kind_text).alias("kw_kind"))
     if value_col:
         cols.append(long_or_zero(value_col).alias("kw_value"))
     if time_col:
-        cols.append(long_or_zero(time_col).alias("kw_time"))
-        cols.append(F.col(time_col).isNull().alias("kw_time_null"))
+        tm = millis_column(fields, "time_col", time_col)
+        cols.append(long_or_zero(tm).alias("kw_time"))
+        cols.append(tm.isNull().alias("kw_time_null"))
     if processing_time_col is not None:
         cols.append(processing_time(fields, processing_time_col).alias("kw_processing_time"))
-    rows = df.select(*cols)
+    rows, unplaced = split_unplaced(df.select(*cols), "kw_")  # TR-16: no seq or batch, no place
     if processing_time_col is not None:
         # The time is read from the projection: the input's own columns are gone by then.
         rows = with_ticks(rows, F.col("kw_processing_time"), "kw_").drop("kw_processing_time")
-    kind = F.col("kw_kind") if kind_col or processing_time_col else F.lit("event")
+    if seq_col and not seq_unique:
+        rows = flag_duplicate_seqs(rows, "kw_")  # TR-15, before any row is routed
+    kind = F.col("kw_kind") if "kw_kind" in rows.columns else F.lit("event")
     key_hash = F.xxhash64(F.col("kw_key"))
     unit = key_hash
     if default.compact or any(c.compact for c in per_stream.values()):
@@ -1856,7 +1908,7 @@ def keyed_watermarks(
     first = KeyBucketProcessor(default, per_stream, seq_col is not None, buckets, block_keys)
     narrow = StreamSummaryProcessor(buckets, default.compact, {s: c.compact for s, c in per_stream.items()})
     both = two_stages(rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
-    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
+    output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "kw_")
     tables = table_projections(output, TABLE_COLUMNS)
     return KeyedWatermarkStreams(
         output=output, late=tables["events"].filter(F.col("verdict") == "late"), **tables
@@ -1916,16 +1968,18 @@ __all__ = [
 ]
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace.
 
     Few buckets and tiny blocks: a trace has a handful of keys, and every group costs a
     Python call per micro-batch; three buckets that split blocks past two keys still spread
-    each trace over groups and blocks, and split blocks as its keys arrive."""
+    each trace over groups and blocks, and split blocks as its keys arrive. ``seq_unique``: the
+    engine's seqs are trace positions, unique by construction; False checks them (TR-15)."""
     return keyed_watermarks(
         df, key_col="key", event_time_col="event_time", stream_id_col="trace_id", seq_col="seq",
         kind_col="kind", value_col="value", time_col="time", batch_col="batch",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, block_keys=ENGINE_BLOCK_KEYS,
+        seq_unique=seq_unique,
     ).output  # fmt: skip
 
 

@@ -99,6 +99,7 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
+from spark_impl.checkpoints import decoding
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -107,19 +108,25 @@ from spark_impl.common import (
     check_columns,
     event_time_millis,
     long_or_zero,
+    millis_column,
+    place_flags,
     require_int,
     sat_sub,
+    split_unplaced,
     stream_id_column,
     stream_settings,
     table_projections,
+    with_unplaced_errors,
 )
 from spark_impl.scaleout import (
+    DUPLICATE_SEQ,
     NULL_MASK,
     SUMMARY_ROUTE,
     BatchSummaryStage,
     WideStage,
     check_layout,
     default_buckets,
+    flag_duplicate_seqs,
     restore_nulls,
     two_stages,
 )
@@ -217,8 +224,9 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        check_layout("late_data", value, LAYOUT_VERSION, buckets)
-        return cls(buckets, int(value[2]))
+        check_layout("late_data", value, LAYOUT_VERSION, buckets, "bucket")
+        with decoding("late_data", "bucket"):
+            return cls(buckets, int(value[2]))
 
 
 @dataclass
@@ -238,9 +246,12 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
-        check_layout("late_data", value, LAYOUT_VERSION, buckets)
-        counts = np.frombuffer(bytes(value[2]), np.int64).copy()
-        return cls(buckets, counts, int(value[3]), int(value[4]))
+        check_layout("late_data", value, LAYOUT_VERSION, buckets, "stream")
+        with decoding("late_data", "stream"):
+            counts = np.frombuffer(bytes(value[2]), np.int64).copy()
+            if len(counts) != len(VERDICTS):
+                raise ValueError(f"{len(counts)} counters for {len(VERDICTS)} verdicts")
+            return cls(buckets, counts, int(value[3]), int(value[4]))
 
 
 @dataclass
@@ -266,9 +277,10 @@ def unpack_sources(keys: list[tuple[int, bool]], values: list[tuple[Any, ...] | 
     for (value, null), stored in zip(keys, values, strict=True):
         if stored is None:
             continue
-        if stored[1]:
-            marks.append((value, int(null), int(stored[0])))
-        w = np.frombuffer(bytes(stored[2]), np.int64).reshape(-1, 3)
+        with decoding("late_data", "sources"):
+            if stored[1]:
+                marks.append((value, int(null), int(stored[0])))
+            w = np.frombuffer(bytes(stored[2]), np.int64).reshape(-1, 3)
         if len(w):
             windows.append(np.column_stack([np.full((len(w), 2), (value, int(null)), np.int64), w]))
     return Sources(
@@ -369,7 +381,7 @@ def _closing_items(
 class _Out(OutputRows):
     """The wide stage's rows of one call: table rows, side-output rows and summaries (WIDE_SCHEMA)."""
 
-    def __init__(self, stream_id: str) -> None:
+    def __init__(self, stream_id: str | None) -> None:
         super().__init__(stream_id, (*OUTPUT_COLUMNS, "kw_route", *SUMMARY_COLS), STRING_COLS)
 
 
@@ -413,6 +425,7 @@ def process_batch(
     is_event, is_wm, is_clock = kind == "event", kind == "watermark", kind == "clock"
     err = np.full(n, None, dtype=object)
     err[~(is_event | is_wm | is_clock | (kind == "batch_end"))] = "unsupported_item"
+    err[kind == DUPLICATE_SEQ] = DUPLICATE_SEQ  # TR-15
     err[is_event & et_null] = "missing_event_time"
     err[(is_wm | is_clock) & tm_null] = "missing_time"
     clocks = is_clock & ~tm_null
@@ -559,7 +572,7 @@ class SourceBucketProcessor(WideStage):
         self.sources = handle.getMapState("sources", SOURCE_KEY_SCHEMA, SOURCE_SCHEMA)
 
     def process(
-        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+        self, stream_id: str | None, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
     ) -> Iterator[pd.DataFrame]:
         if not self.ordered:  # no arrival order given, and none needed: no watermark rows without kinds
             pdf = pdf.assign(ld_seq=np.arange(len(pdf), dtype=np.int64))
@@ -668,11 +681,15 @@ def late_data(
     batch_col: str | None = None,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
     buckets: int | None = None,
+    seq_unique: bool = False,
 ) -> LateDataStreams:
     """Routes late events of a streaming DataFrame by policy (see the module docstring).
 
     ``buckets``: groups per stream in the wide stage, each holding the sources that hash to it
     (default: 4 per shuffle partition of the session), fixed in the checkpoint.
+    ``seq_unique``: the producer guarantees that ``seq_col`` is unique per stream and batch,
+    which skips the duplicate check (TR-15: every row of a repeated seq is a ``duplicate_seq``
+    error row), one shuffle less.
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
@@ -689,7 +706,7 @@ def late_data(
         fields,
         {"event_time_col": event_time_col, "source_col": source_col, "kind_col": kind_col,
          "seq_col": seq_col, "time_col": time_col, "stream_id_col": stream_id_col, "batch_col": batch_col},
-        ("source_col", "seq_col", "time_col", "batch_col"),
+        ("source_col", "seq_col", "batch_col"),
         kind_col, seq_col,
     )  # fmt: skip
     et = event_time_millis(fields, event_time_col)
@@ -699,19 +716,24 @@ def late_data(
         long_or_zero(et).alias("ld_et"),
         et.isNull().alias("ld_et_null"),
         (long_or_zero(batch_col) if batch_col else F.unix_millis(F.current_timestamp())).alias("ld_batch"),
+        *place_flags(seq_col, batch_col, "ld_"),
     ]
     if seq_col:
         cols.append(long_or_zero(seq_col).alias("ld_seq"))
     if kind_col:
         cols.append(F.col(kind_col).cast("string").alias("ld_kind"))
-    for name, alias in ((source_col, "ld_source"), (time_col, "ld_time")):
-        if name:
-            cols.append(long_or_zero(name).alias(alias))
-            cols.append(F.col(name).isNull().alias(f"{alias}_null"))
-    rows = df.select(*cols)
+    source = F.col(source_col) if source_col else None
+    time = millis_column(fields, "time_col", time_col) if time_col else None
+    for expr, alias in ((source, "ld_source"), (time, "ld_time")):
+        if expr is not None:
+            cols.append(long_or_zero(expr).alias(alias))
+            cols.append(expr.isNull().alias(f"{alias}_null"))
+    rows, unplaced = split_unplaced(df.select(*cols), "ld_")  # TR-16: no seq or batch, no place
+    if seq_col and not seq_unique:
+        rows = flag_duplicate_seqs(rows, "ld_")  # TR-15, before any row is routed
     # An event or watermark row goes to its source's bucket; any other row (clock, malformed,
     # the batch_end marker) to bucket 0, which keeps the clock.
-    kind = F.col("ld_kind") if kind_col else F.lit("event")
+    kind = F.col("ld_kind") if "ld_kind" in rows.columns else F.lit("event")
     sourced = kind.isin("event", "watermark")
     source_hash = F.xxhash64(F.col("ld_source"), F.col("ld_source_null")) if source_col else F.lit(0)
     bucket = F.when(sourced, F.pmod(source_hash, F.lit(buckets))).otherwise(F.lit(0)).cast("int")
@@ -720,7 +742,7 @@ def late_data(
     both = two_stages(
         rows, "ld_sid", "ld_bucket", first, WIDE_SCHEMA, StreamSummaryProcessor(buckets), PASS_SCHEMA
     )
-    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
+    output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "ld_")
     tables = table_projections(output, TABLE_COLUMNS)
     main = tables["events"].filter(F.col("assigned_time").isNotNull())
     return LateDataStreams(output=output, main=main, **tables)
@@ -729,15 +751,16 @@ def late_data(
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace.
 
     Few buckets: every group costs a Python call per micro-batch, and a trace's handful of
-    sources (the unnamed one and 0..2) still spreads over three."""
+    sources (the unnamed one and 0..2) still spreads over three. ``seq_unique``: the engine's
+    seqs are trace positions, unique by construction; False checks them (TR-15)."""
     return late_data(
         df, event_time_col="event_time", source_col="source", kind_col="kind", seq_col="seq",
         time_col="time", stream_id_col="trace_id", batch_col="batch", stream_configs=stream_configs,
-        buckets=ENGINE_BUCKETS,
+        buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
     ).output  # fmt: skip
 
 

@@ -139,6 +139,7 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, InvalidConfig
+from spark_impl.checkpoints import decoding, missing_value
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -147,23 +148,29 @@ from spark_impl.common import (
     check_columns,
     event_time_millis,
     long_or_zero,
+    millis_column,
     native_watermark_progress,
     opt,
+    place_flags,
     require_int,
     sat_sub,
+    split_unplaced,
     stream_id_column,
     stream_settings,
     table_projections,
     warn_once,
     warn_without_seq,
+    with_unplaced_errors,
 )
 from spark_impl.scaleout import (
     CURRENT_TIMESTAMP,
+    DUPLICATE_SEQ,
     NULL_MASK,
     SecondStage,
     WideStage,
     check_layout,
     default_buckets,
+    flag_duplicate_seqs,
     processing_time,
     restore_nulls,
     to_buckets,
@@ -352,14 +359,17 @@ def pack_block(t: Partitions, rows: np.ndarray) -> tuple[bytes, bytes, bytes]:
 def unpack_blocks(sources: list[int], blocks: list[tuple[Any, ...]]) -> Partitions:
     if not blocks:
         return Partitions()
-    parts = [np.frombuffer(bytes(b[0]), np.int64) for b in blocks]
-    src = np.concatenate([np.full(len(p), s, np.int64) for s, p in zip(sources, parts, strict=True)])
-    nums = np.frombuffer(b"".join(bytes(b[1]) for b in blocks), np.int64).reshape(-1, 3)
-    flags = np.frombuffer(b"".join(bytes(b[2]) for b in blocks), bool).reshape(-1, 2)
-    return Partitions(
-        src, np.concatenate(parts), nums[:, 0].copy(), flags[:, 0].copy(), nums[:, 1].copy(),
-        flags[:, 1].copy(), nums[:, 2].copy(),
-    )  # fmt: skip
+    with decoding("partitioned_watermarks", "blocks"):
+        parts = [np.frombuffer(bytes(b[0]), np.int64) for b in blocks]
+        src = np.concatenate([np.full(len(p), s, np.int64) for s, p in zip(sources, parts, strict=True)])
+        nums = np.frombuffer(b"".join(bytes(b[1]) for b in blocks), np.int64).reshape(-1, 3)
+        flags = np.frombuffer(b"".join(bytes(b[2]) for b in blocks), bool).reshape(-1, 2)
+        if not len(src) == len(nums) == len(flags):
+            raise ValueError(f"{len(src)} partitions, {len(nums)} rows of numbers, {len(flags)} of flags")
+        return Partitions(
+            src, np.concatenate(parts), nums[:, 0].copy(), flags[:, 0].copy(), nums[:, 1].copy(),
+            flags[:, 1].copy(), nums[:, 2].copy(),
+        )  # fmt: skip
 
 
 # ---- the tracked set, kept by every bucket ---------------------------------------
@@ -434,13 +444,14 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        check_layout("partitioned_watermarks", value, LAYOUT_VERSION, buckets)
-        return cls(
-            buckets, int(value[2]), int(value[3]),
-            set(np.frombuffer(bytes(value[4]), np.int64).tolist()),
-            Tracked(np.frombuffer(bytes(value[5]), np.int64).reshape(-1, 3)),
-            np.frombuffer(bytes(value[6]), np.int64).reshape(-1, len(BLOCK_FIELDS)).copy(),
-        )  # fmt: skip
+        check_layout("partitioned_watermarks", value, LAYOUT_VERSION, buckets, "bucket")
+        with decoding("partitioned_watermarks", "bucket"):
+            return cls(
+                buckets, int(value[2]), int(value[3]),
+                set(np.frombuffer(bytes(value[4]), np.int64).tolist()),
+                Tracked(np.frombuffer(bytes(value[5]), np.int64).reshape(-1, 3)),
+                np.frombuffer(bytes(value[6]), np.int64).reshape(-1, len(BLOCK_FIELDS)).copy(),
+            )  # fmt: skip
 
     def block_of(self, part: np.ndarray) -> np.ndarray:
         """A bucket's partitions of a source are spaced by ``buckets``: consecutive ones share
@@ -472,11 +483,12 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
-        check_layout("partitioned_watermarks", value, LAYOUT_VERSION, buckets)
-        return cls(
-            buckets, int(value[2]) if value[3] else None, int(value[4]), int(value[5]),
-            np.frombuffer(bytes(value[6]), np.int64).reshape(-1, 6).copy(),
-        )  # fmt: skip
+        check_layout("partitioned_watermarks", value, LAYOUT_VERSION, buckets, "stream")
+        with decoding("partitioned_watermarks", "stream"):
+            figures = np.frombuffer(bytes(value[6]), np.int64).reshape(-1, 6).copy()
+            if len(figures) != buckets:
+                raise ValueError(f"figures of {len(figures)} buckets for {buckets} buckets")
+            return cls(buckets, int(value[2]) if value[3] else None, int(value[4]), int(value[5]), figures)
 
     def evaluate(self) -> None:
         """F064-R6, R7, R16: the combined watermark only rises; an advance is counted when it does."""
@@ -492,7 +504,7 @@ class StreamState:
 class _Out(OutputRows):
     """The first stage's rows of one call: table rows and summaries (WIDE_SCHEMA)."""
 
-    def __init__(self, stream_id: str) -> None:
+    def __init__(self, stream_id: str | None) -> None:
         super().__init__(stream_id, (*OUTPUT_COLUMNS, "kw_route", *SUMMARY_COLS), STRING_COLS)
 
 
@@ -544,6 +556,7 @@ def stateless_errors(r: _Rows) -> np.ndarray:
             err[of_kind & r.nulls[name]] = f"missing_{name}"
     known = np.isin(kind, [*PARTITIONED_REQUIRED_FIELDS, TICK])
     err[~known] = "unsupported_item"
+    err[kind == DUPLICATE_SEQ] = DUPLICATE_SEQ  # TR-15: checked first; it ends the step
     return err
 
 
@@ -802,7 +815,7 @@ class PartitionBucketProcessor(WideStage):
         self.blocks = handle.getMapState("blocks", "source long, block long", BLOCK_SCHEMA)
 
     def process(
-        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+        self, stream_id: str | None, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
     ) -> Iterator[pd.DataFrame]:
         stored = self.bucket_state.get()
         st = (
@@ -883,7 +896,7 @@ class PartitionBucketProcessor(WideStage):
         for s, k in rows[:, :2].tolist():
             value = self.blocks.getValue((s, k))
             if value is None:  # the summary lists only blocks that hold a value
-                raise RuntimeError(f"partitioned_watermarks: block {k} of source {s} is missing")
+                raise missing_value("partitioned_watermarks", "blocks", f"block {k} of source {s}")
             values.append(value)
         return values
 
@@ -991,7 +1004,7 @@ class StreamSummaryProcessor(SecondStage):
         self.state = handle.getValueState("stream", STREAM_SCHEMA)
         self.sources = handle.getMapState("sources", "source long", SOURCE_SCHEMA)
 
-    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+    def summarise(self, stream_id: str | None, rows: pd.DataFrame) -> pd.DataFrame:
         stored = self.state.get()
         st = StreamState.from_tuple(stored, self.buckets) if stored is not None else StreamState(self.buckets)
         out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
@@ -1013,8 +1026,7 @@ class StreamSummaryProcessor(SecondStage):
             if stored is None:
                 buckets, figs = np.empty(0, np.int64), np.zeros((0, 6), np.int64)
             else:
-                buckets = np.frombuffer(bytes(stored[0]), np.int64)
-                figs = np.frombuffer(bytes(stored[1]), np.int64).reshape(-1, 6)
+                buckets, figs = unpack_source_figures(stored)
             before = None if stored is None else _source_view(combine(figs))
             update = pd.DataFrame(figs, index=buckets, columns=fig_cols)
             new = g.set_index("s_bucket")[fig_cols]
@@ -1034,6 +1046,16 @@ class StreamSummaryProcessor(SecondStage):
                 watermark=(np.array([w or 0 for w in wm], np.int64), np.array([w is None for w in wm])),
                 active_partitions=np.array([c[2] for c in changed], np.int64),
             )  # fmt: skip
+
+
+def unpack_source_figures(stored: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A source's entry of the narrow stage: the buckets that report it and their figures."""
+    with decoding("partitioned_watermarks", "sources"):
+        buckets = np.frombuffer(bytes(stored[0]), np.int64)
+        figs = np.frombuffer(bytes(stored[1]), np.int64).reshape(-1, 6)
+        if len(buckets) != len(figs):
+            raise ValueError(f"{len(buckets)} buckets with {len(figs)} rows of figures")
+        return buckets, figs
 
 
 def _source_view(f: np.ndarray) -> tuple[int | None, int]:
@@ -1183,12 +1205,16 @@ def partitioned_watermarks(
     processing_time_col: str | None = None,
     buckets: int | None = None,
     block_partitions: int = DEFAULT_BLOCK_PARTITIONS,
+    seq_unique: bool = False,
 ) -> PartitionedWatermarkStreams:
     """Applies F064 per-partition watermarks to a streaming DataFrame (see the module docstring).
 
     ``buckets``: groups per stream in the wide stage (default: 4 per shuffle partition of the
     session), fixed in the checkpoint. ``block_partitions``: the partitions of one source a
     state value of a bucket holds at most; a checkpoint keeps the value it was started with.
+    ``seq_unique``: the producer guarantees that ``seq_col`` is unique per stream and batch,
+    which skips the duplicate check (TR-15: every row of a repeated seq is a ``duplicate_seq``
+    error row), one shuffle less.
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
@@ -1216,20 +1242,21 @@ def partitioned_watermarks(
              "stream_id_col": stream_id_col, "kind_col": kind_col}  # fmt: skip
     if processing_time_col is not None and processing_time_col != CURRENT_TIMESTAMP:
         named["processing_time_col"] = processing_time_col
-    check_columns(fields, named, [f"{k}_col" for k in longs], kind_col, seq_col)
+    check_columns(fields, named, [f"{k}_col" for k in longs if k != "time"], kind_col, seq_col)
     if processing_time_col is not None and kind_col is not None:
         raise InvalidConfig("processing_time_col replaces clock rows: give it or kind_col, not both")
     et = event_time_millis(fields, event_time_col)
 
     # Only the columns the input has cross into the Python worker; nullable longs as value + flag.
-    cols = [stream_id_column(stream_id_col, "pw_sid")]
+    cols = [stream_id_column(stream_id_col, "pw_sid"), *place_flags(seq_col, batch_col, "pw_")]
     # Every long column crosses, an absent one as null: a probe row carries its highest
     # partition in pw_count even where the input has no count column.
     absent = F.lit(None).cast("long")
     exprs = {
         "event_time": et,
         **{
-            k: absent if v is None else F.col(v).cast("long")
+            k: absent if v is None else millis_column(fields, "time_col", v) if k == "time"
+            else F.col(v).cast("long")
             for k, v in longs.items()
             if k not in ("seq", "batch")
         },
@@ -1252,7 +1279,7 @@ def partitioned_watermarks(
     if processing_time_col is not None:
         # The time is a column of the input: it crosses the projection under its own name.
         cols.append(processing_time(fields, processing_time_col).alias("pw_processing_time"))
-    rows = df.select(*cols)
+    rows, unplaced = split_unplaced(df.select(*cols), "pw_")  # TR-16: no seq or batch, no place
     if processing_time_col is not None:
         rows = with_ticks(rows, F.col("pw_processing_time"), "pw_").drop("pw_processing_time")
         # A tick row has no source, partition or event time: values 0, flags set.
@@ -1262,6 +1289,8 @@ def partitioned_watermarks(
             else F.col(c)
             for c in rows.columns
         ])  # fmt: skip
+    if seq_col is not None and not seq_unique:
+        rows = flag_duplicate_seqs(rows, "pw_")  # TR-15, before the probes read the kinds
     if seq_col is not None:
         rows = with_probes(rows)
     src, part = F.col("pw_source"), F.col("pw_partition")
@@ -1283,7 +1312,7 @@ def partitioned_watermarks(
     both = two_stages(
         rows, "pw_sid", "pw_bucket", first, WIDE_SCHEMA, StreamSummaryProcessor(buckets), PASS_SCHEMA
     )
-    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
+    output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "pw_")
     return PartitionedWatermarkStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 
@@ -1361,17 +1390,18 @@ __all__ = [
 ]
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace.
 
     Few buckets and tiny blocks: a trace has a handful of partitions, and every group costs
     a Python call per micro-batch; three buckets of blocks of two partitions still spread
-    each trace over groups and blocks."""
+    each trace over groups and blocks. ``seq_unique``: the engine's seqs are trace positions,
+    unique by construction; False checks them (TR-15)."""
     return partitioned_watermarks(
         df, source_col="source", partition_col="partition", event_time_col="event_time",
         stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time", count_col="count",
         core_col="core", batch_col="batch", stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
-        block_partitions=ENGINE_BLOCK_PARTITIONS,
+        block_partitions=ENGINE_BLOCK_PARTITIONS, seq_unique=seq_unique,
     ).output  # fmt: skip
 
 

@@ -27,6 +27,9 @@ holds the pieces every operator built on it uses:
   operator's ``processing_time_col``): a ``tick`` row per input partition and
   stream carrying the latest time seen, which the operator copies to every
   bucket and treats as a clock row before the micro-batch's rows.
+- ``flag_duplicate_seqs``: the stateless step before the first shuffle that
+  turns every row whose (stream, batch, seq) another row shares into a row of
+  kind ``duplicate_seq`` (spec/traces.md TR-15).
 - ``block_of``: the block of a unit by linear hashing of its xxhash64, so a
   bucket's state values stay small however many units it holds.
 - ``pack_text`` and ``unpack_text``: a column of strings as one state value's
@@ -46,11 +49,13 @@ batch, so what it needs from the whole stream must come from its own input
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from harness.traces import I64_MIN, InvalidConfig
+from spark_impl.checkpoints import CheckpointError, layout_refusal
 from spark_impl.common import (
     OutputRows,
     StatefulProcessor,
@@ -64,6 +69,7 @@ NULL_MASK = "kw_nulls"
 ROUTE = "kw_route"
 SUMMARY_ROUTE = -1
 CURRENT_TIMESTAMP = "current_timestamp"  # processing_time_col: the micro-batch's start
+DUPLICATE_SEQ = "duplicate_seq"  # TR-15: the kind and the error reason of a row whose seq repeats
 
 
 def default_buckets(spark: Any) -> int:
@@ -72,18 +78,18 @@ def default_buckets(spark: Any) -> int:
     return max(1, partitions) * BUCKETS_PER_PARTITION
 
 
-def check_layout(operator: str, value: tuple[Any, ...], version: int, buckets: int) -> None:
+def check_layout(
+    operator: str, value: tuple[Any, ...], version: int, buckets: int, variable: str | None = None
+) -> None:
     """Refuses a state value whose first two fields (layout version, bucket count) differ from
-    this release's: a checkpoint is bound to both (a key's bucket depends on the count)."""
+    this release's with ``IncompatibleCheckpoint``, saying what to do: a checkpoint is bound to
+    both (a key's bucket depends on the count). ``variable`` names the state value."""
     for what, found, expected in (
         ("state layout version", value[0], version),
         ("buckets", value[1], buckets),
     ):
         if found != expected:
-            raise RuntimeError(
-                f"{operator}: the checkpoint holds {what} {found}; this release reads {what} {expected} "
-                "only. Start from a new checkpoint."
-            )
+            raise layout_refusal(operator, what, found, expected, variable)
 
 
 def to_buckets(
@@ -161,11 +167,17 @@ class WideStage(StatefulProcessor):  # type: ignore[misc]
         raise NotImplementedError
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
-        stream_id, bucket = str(key[0]), int(key[1])
-        config = self.per_stream.get(stream_id, self.default)
-        yield from self.process(stream_id, bucket, config, one_frame(rows, self.defaults))
+        # TR-16: a null stream id is a stream of its own (not the text "None"), with the default settings
+        stream_id, bucket = None if key[0] is None else str(key[0]), int(key[1])
+        config = self.default if stream_id is None else self.per_stream.get(stream_id, self.default)
+        try:
+            yield from self.process(stream_id, bucket, config, one_frame(rows, self.defaults))
+        except CheckpointError as error:  # raised here, the worker's report is the message alone
+            raise error.in_stream(stream_id) from None
 
-    def process(self, stream_id: str, bucket: int, config: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def process(
+        self, stream_id: str | None, bucket: int, config: Any, pdf: pd.DataFrame
+    ) -> Iterator[pd.DataFrame]:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -191,9 +203,12 @@ class SecondStage(StatefulProcessor):  # type: ignore[misc]
             for frame in rows:
                 yield frame[list(self.columns)]
             return
-        yield self.summarise(str(stream_id), one_frame(rows))
+        try:
+            yield self.summarise(None if stream_id is None else str(stream_id), one_frame(rows))
+        except CheckpointError as error:  # raised here, the worker's report is the message alone
+            raise error.in_stream(stream_id) from None
 
-    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+    def summarise(self, stream_id: str | None, rows: pd.DataFrame) -> pd.DataFrame:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -218,7 +233,7 @@ class BatchSummaryStage(SecondStage):
     def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("stream", self.state_schema)
 
-    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+    def summarise(self, stream_id: str | None, rows: pd.DataFrame) -> pd.DataFrame:
         stored, cls = self.state.get(), self.state_class
         st = cls(self.buckets) if stored is None else cls.from_tuple(stored, self.buckets)
         out = OutputRows(stream_id, tuple(c for c in self.columns if c != NULL_MASK), tuple(self.string_cols))
@@ -239,7 +254,10 @@ def processing_time(fields: Mapping[str, Any], name: str) -> Any:
         return F.unix_millis(F.col(name))
     if isinstance(fields[name], IntegralType):
         return F.col(name).cast("long")
-    raise InvalidConfig(f"processing_time_col {name!r} must be a timestamp or integer milliseconds")
+    raise InvalidConfig(
+        f"processing_time_col {name!r} is {fields[name].simpleString()}; "
+        "it accepts integral milliseconds or a timestamp"
+    )
 
 
 def with_ticks(rows: Any, time: Any, prefix: str) -> Any:
@@ -248,13 +266,15 @@ def with_ticks(rows: Any, time: Any, prefix: str) -> Any:
     then starts with a clock move that reaches every bucket (``to_buckets`` copies it).
 
     ``rows`` has the operator's internal columns named ``prefix`` + sid, batch and, when
-    present, seq, et, et_null, value; this adds kind, time and time_null (an input row is
-    an event; the operator's own kind column, if any, is replaced). ``time`` is an
-    expression over ``rows`` (project ``processing_time`` into them first)."""
+    present, seq, et, et_null, value; this adds kind, time and time_null (an input row keeps
+    the kind the projection gave it, such as an event refused for its value, TR-16, and is an
+    event where it has none). ``time`` is an expression over ``rows`` (project
+    ``processing_time`` into them first)."""
     from pyspark.sql import functions as F
 
+    kind = F.col(prefix + "kind") if prefix + "kind" in rows.columns else F.lit("event")
     rows = (
-        rows.withColumn(prefix + "kind", F.lit("event")).withColumn(prefix + "time", time)
+        rows.withColumn(prefix + "kind", kind).withColumn(prefix + "time", time)
         .withColumn(prefix + "time_null", time.isNull())
     )  # fmt: skip
     from pyspark.sql.types import StructField, StructType
@@ -304,6 +324,67 @@ def with_ticks(rows: Any, time: Any, prefix: str) -> Any:
     return rows.mapInArrow(add_ticks, schema)
 
 
+def flag_duplicate_seqs(
+    rows: Any, prefix: str, duplicate: Any = DUPLICATE_SEQ, exempt: Sequence[Any] = ("batch_end", "tick")
+) -> Any:
+    """TR-15: ``rows`` with the kind of every row whose (stream, batch, seq) another row shares
+    replaced by ``duplicate``, the other rows unchanged (all columns nullable).
+
+    ``rows`` has the operator's internal columns ``prefix`` + sid, batch, seq and, when present,
+    kind (absent: every row is an event), seq_null and batch_null (a row without a seq or a
+    batch is compared with none). Rows whose kind is in ``exempt`` (markers and the operator's
+    own rows, no items) are neither marked nor counted. One stateless shuffle by the triple puts
+    all its rows in one partition, where a ``mapInArrow`` step finds the repeats, vectorised; it
+    holds one micro-batch's rows of its partition at a time. No state, so the query's stateful
+    operators and their checkpoint stay as they are."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    kind = prefix + "kind"
+    if kind not in rows.columns:
+        rows = rows.withColumn(kind, F.lit("event"))
+    schema = StructType([StructField(f.name, f.dataType, True) for f in rows.schema.fields])
+    unknown = tuple(c for c in (prefix + "seq_null", prefix + "batch_null") if c in rows.columns)
+    mark = _MarkDuplicates((prefix + "sid", prefix + "batch", prefix + "seq"), kind, duplicate,
+                           tuple(exempt), unknown)  # fmt: skip
+    return rows.repartition(*mark.keys).mapInArrow(mark, schema)
+
+
+@dataclass(frozen=True)
+class _MarkDuplicates:
+    """The ``mapInArrow`` body of ``flag_duplicate_seqs``: every row of a triple is in this
+    partition, though maybe in several Arrow batches, so the partition is read whole first."""
+
+    keys: tuple[str, str, str]
+    kind: str
+    duplicate: Any
+    exempt: tuple[Any, ...]
+    unknown: tuple[str, ...] = ()  # boolean columns: the row's seq or batch is null
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        held = [b for b in batches if b.num_rows]
+        if not held:
+            return
+        table = pa.Table.from_batches(held)
+        kind = table.column(self.kind)
+        kinds = pd.Series(kind.to_numpy(zero_copy_only=False), dtype=object)
+        checked = ~kinds.isin(self.exempt).to_numpy(bool)
+        for flag in self.unknown:
+            checked &= ~table.column(flag).to_numpy(zero_copy_only=False).astype(bool)
+        triples = pd.DataFrame(
+            {k: table.column(k).to_numpy(zero_copy_only=False)[checked] for k in self.keys}, copy=False
+        )
+        repeated = checked.copy()
+        repeated[checked] = triples.duplicated(keep=False).to_numpy(bool)
+        if repeated.any():
+            marked = pc.if_else(pa.array(repeated), pa.scalar(self.duplicate, kind.type), kind)
+            table = table.set_column(table.schema.get_field_index(self.kind), self.kind, marked)
+        yield from table.to_batches()
+
+
 def block_of(key_hash: Any, level: int, split: int) -> Any:
     """The block of a key by linear hashing: the low ``level`` bits of its xxhash64 above the
     ones the bucket mostly uses, one bit more for the blocks already split at this level."""
@@ -330,6 +411,9 @@ def unpack_text(lengths: bytes, data: bytes) -> Any:
     lens = np.frombuffer(lengths, np.int32)
     offsets = np.zeros(len(lens) + 1, np.int32)
     np.cumsum(lens, out=offsets[1:])
+    # Arrow trusts the offsets: lengths that do not add up to the bytes would read past them.
+    if offsets[-1] != len(data) or (len(lens) and lens.min() < 0):
+        raise ValueError(f"{len(lens)} text lengths adding up to {int(offsets[-1])} for {len(data)} bytes")
     array = pa.StringArray.from_buffers(len(lens), pa.py_buffer(offsets.tobytes()), pa.py_buffer(data))
     return np.asarray(array.to_numpy(zero_copy_only=False), dtype=object)
 
@@ -396,6 +480,7 @@ class _MemoryMap:
 __all__ = [
     "BUCKETS_PER_PARTITION",
     "CURRENT_TIMESTAMP",
+    "DUPLICATE_SEQ",
     "MemoryStore",
     "NULL_MASK",
     "ROUTE",
@@ -405,6 +490,7 @@ __all__ = [
     "block_of",
     "check_layout",
     "default_buckets",
+    "flag_duplicate_seqs",
     "one_frame",
     "pack_text",
     "processing_time",

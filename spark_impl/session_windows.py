@@ -119,7 +119,9 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
+from spark_impl.checkpoints import decoding, missing_value
 from spark_impl.common import (
+    VALUE_OUT_OF_RANGE,
     OperatorStreams,
     OutputRows,
     StatefulProcessor,
@@ -128,15 +130,20 @@ from spark_impl.common import (
     check_columns,
     event_time_millis,
     long_or_zero,
+    place_flags,
     require_int,
     sat_sub,
+    split_unplaced,
     stream_id_column,
     stream_settings,
     table_projections,
+    value_checked_kind,
     warn_without_seq,
     with_defaults,
+    with_unplaced_errors,
 )
 from spark_impl.scaleout import (
+    DUPLICATE_SEQ,
     NULL_MASK,
     ROUTE,
     SUMMARY_ROUTE,
@@ -266,14 +273,16 @@ _ORDER_DEFAULTS: dict[str, Any] = {"sw_seq": np.int64(0), "sw_kind": "event", "s
 
 
 def order_chunk(
-    pdf: pd.DataFrame, stream_id: str, batch: int, chunk: int, buckets: int, ordered: bool
-) -> pd.DataFrame:
+    pdf: pd.DataFrame, stream_id: str | None, batch: int, chunk: int, buckets: int, ordered: bool,
+    check_seq: bool = False,
+) -> pd.DataFrame:  # fmt: skip
     """One chunk's rows in arrival order, each with the highest event time of the chunk before it
     and its bucket, plus one summary row per bucket (the chunk's highest event time and row count).
 
     ``ordered``: the rows carry arrival positions (``sw_seq``); otherwise the chunk is an
     event-time range, its rows are taken in event-time order, ties by key, and ``sw_seq``
-    becomes the position inside the chunk (the wide stage adds the rows of the earlier chunks)."""
+    becomes the position inside the chunk (the wide stage adds the rows of the earlier chunks).
+    ``check_seq``: every row of a seq shared by several becomes a ``duplicate_seq`` row (TR-15)."""
     if ordered:
         pdf = pdf.sort_values("sw_seq", kind="stable")
     else:
@@ -281,6 +290,14 @@ def order_chunk(
     n = len(pdf)
     seq = pdf["sw_seq"].to_numpy(np.int64) if ordered else np.arange(n, dtype=np.int64)
     kind = pdf["sw_kind"].to_numpy(object)
+    if ordered and check_seq:  # TR-15: a chunk holds every row of its seqs, so repeats meet here
+        item = kind != "batch_end"
+        for flag in ("sw_seq_null", "sw_batch_null"):  # a row without a seq or batch is compared with none
+            if flag in pdf.columns:
+                item &= ~pdf[flag].to_numpy(bool)
+        repeated = np.zeros(n, bool)
+        repeated[item] = pd.Series(seq[item]).duplicated(keep=False).to_numpy(bool)
+        kind = np.where(repeated, DUPLICATE_SEQ, kind).astype(object)
     key = pdf["sw_key"].to_numpy(object)
     et = pdf["sw_et"].to_numpy(np.int64)
     et_null = pdf["sw_et_null"].to_numpy(bool)
@@ -322,17 +339,19 @@ def order_chunk(
 class ChunkOrderProcessor(StatefulProcessor):  # type: ignore[misc]
     """The order stage: one call per (stream, batch, chunk) and micro-batch; it keeps no state."""
 
-    def __init__(self, buckets: int, ordered: bool) -> None:
+    def __init__(self, buckets: int, ordered: bool, check_seq: bool = False) -> None:
         self.buckets = buckets
         self.ordered = ordered
+        self.check_seq = check_seq  # TR-15
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         pass
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
-        stream_id, batch, chunk = str(key[0]), int(key[1]), int(key[2])
+        # A null stream id stays null (TR-16): str() would merge it with the stream called "None".
+        stream_id, batch, chunk = None if key[0] is None else str(key[0]), int(key[1]), int(key[2])
         pdf = one_frame(rows, _ORDER_DEFAULTS)
-        yield order_chunk(pdf, stream_id, batch, chunk, self.buckets, self.ordered)
+        yield order_chunk(pdf, stream_id, batch, chunk, self.buckets, self.ordered, self.check_seq)
 
     def close(self) -> None:
         pass
@@ -378,9 +397,13 @@ class Sessions:
         """Several blocks' values, concatenated."""
         if not values:
             return cls()
-        keys = unpack_text(b"".join(bytes(v[0]) for v in values), b"".join(bytes(v[1]) for v in values))
-        numbers = np.frombuffer(b"".join(bytes(v[2]) for v in values), np.int64).reshape(-1, len(_NUMBERS))
-        return cls(keys, *(numbers[:, i].copy() for i in range(len(_NUMBERS))))
+        with decoding("session_windows", "blocks"):
+            keys = unpack_text(b"".join(bytes(v[0]) for v in values), b"".join(bytes(v[1]) for v in values))
+            numbers = np.frombuffer(b"".join(bytes(v[2]) for v in values), np.int64)
+            numbers = numbers.reshape(-1, len(_NUMBERS))
+            if len(keys) != len(numbers):
+                raise ValueError(f"{len(keys)} keys with {len(numbers)} rows of numbers")
+            return cls(keys, *(numbers[:, i].copy() for i in range(len(_NUMBERS))))
 
 
 @dataclass
@@ -410,17 +433,18 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        check_layout("session_windows", value, LAYOUT_VERSION, buckets)
-        return cls(
-            buckets, int(value[2]), int(value[3]), int(value[5]) if value[4] else None, bool(value[6]),
-            int(value[7]), np.frombuffer(bytes(value[8]), np.int64).reshape(-1, 3).copy(),
-        )  # fmt: skip
+        check_layout("session_windows", value, LAYOUT_VERSION, buckets, "bucket")
+        with decoding("session_windows", "bucket"):
+            return cls(
+                buckets, int(value[2]), int(value[3]), int(value[5]) if value[4] else None, bool(value[6]),
+                int(value[7]), np.frombuffer(bytes(value[8]), np.int64).reshape(-1, 3).copy(),
+            )  # fmt: skip
 
 
 class _WideOut(OutputRows):
     """The wide stage's rows of one call: table rows (route = the bucket) and summaries (route -1)."""
 
-    def __init__(self, stream_id: str) -> None:
+    def __init__(self, stream_id: str | None) -> None:
         super().__init__(stream_id, (*OUTPUT_COLUMNS, ROUTE, *SUMMARY_COLS), STRING_COLS)
 
 
@@ -533,6 +557,8 @@ def _errors(
     is_event = kind == "event"
     key_null = pd.isna(key)
     err[~is_event & (kind != "end")] = "unsupported_item"
+    err[kind == DUPLICATE_SEQ] = DUPLICATE_SEQ  # TR-15
+    err[kind == VALUE_OUT_OF_RANGE] = VALUE_OUT_OF_RANGE  # TR-16
     err[is_event & key_null] = "missing_key"
     err[is_event & ~key_null & et_null] = "missing_event_time"
     err[after_end] = "after_end"  # F017E-R20, R23: checked first
@@ -557,7 +583,7 @@ class SessionBucketProcessor(WideStage):
         self.blocks = handle.getMapState("blocks", "block long", BLOCK_SCHEMA)
 
     def process(
-        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+        self, stream_id: str | None, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
     ) -> Iterator[pd.DataFrame]:
         stored = self.bucket_state.get()
         st = BucketState.from_tuple(stored, self.buckets) if stored is not None else BucketState(self.buckets)
@@ -686,7 +712,7 @@ class SessionBucketProcessor(WideStage):
     def _read(self, block: int, bucket: int) -> tuple[Any, ...]:
         value = self.blocks.getValue((block,))
         if value is None:  # the summary lists only blocks that hold a value
-            raise RuntimeError(f"session_windows: block {block} of bucket {bucket} is missing")
+            raise missing_value("session_windows", "blocks", f"block {block} of bucket {bucket}")
         return tuple(value)
 
     def _store(
@@ -756,14 +782,12 @@ class NarrowState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> NarrowState:
-        check_layout("session_windows", value, LAYOUT_VERSION, buckets)
-        return cls(
-            buckets,
-            int(value[2]),
-            int(value[3]),
-            int(value[4]),
-            np.frombuffer(bytes(value[5]), np.int64).copy(),
-        )
+        check_layout("session_windows", value, LAYOUT_VERSION, buckets, "stream")
+        with decoding("session_windows", "stream"):
+            open_sessions = np.frombuffer(bytes(value[5]), np.int64).copy()
+            if len(open_sessions) != buckets:
+                raise ValueError(f"open-session counts of {len(open_sessions)} buckets for {buckets} buckets")
+            return cls(buckets, int(value[2]), int(value[3]), int(value[4]), open_sessions)
 
 
 def summarise_batch(st: NarrowState, rows: pd.DataFrame, b: int, out: OutputRows) -> None:
@@ -828,6 +852,7 @@ def session_windows(
     buckets: int | None = None,
     block_sessions: int = DEFAULT_BLOCK_SESSIONS,
     chunk_rows: int | None = None,
+    seq_unique: bool = False,
 ) -> SessionWindowStreams:
     """Applies F017E session windows to a streaming DataFrame (see the module docstring).
 
@@ -837,7 +862,10 @@ def session_windows(
     fixed in the checkpoint. ``block_sessions``: the open sessions a state value holds on
     average before its bucket splits a block; ``chunk_rows``: the arrival positions one group
     of the order stage covers (with ``seq_col``; default 64 per bucket: each chunk sends one
-    summary row to every bucket); both may change between runs.
+    summary row to every bucket); both may change between runs. ``seq_unique``: the producer
+    guarantees that ``seq_col`` is unique per stream and batch, which skips the duplicate check
+    (TR-15: every row of a repeated seq is a ``duplicate_seq`` error row; the order stage finds
+    them, with no extra shuffle).
 
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
@@ -873,20 +901,23 @@ def session_windows(
         long_or_zero(et).alias("sw_et"),
         et.isNull().alias("sw_et_null"),
         (long_or_zero(batch_col) if batch_col else F.lit(0).cast("long")).alias("sw_batch"),
+        *place_flags(seq_col, batch_col, "sw_"),
     ]
     for label, name in (("sw_seq", seq_col), ("sw_value", value_col)):
         if name:
             cols.append(long_or_zero(name).alias(label))
-    if kind_col:
-        cols.append(F.col(kind_col).cast("string").alias("sw_kind"))
-    rows = df.select(*cols).withColumn("sw_hash", F.xxhash64(F.col("sw_key")))
+    if kind_col or value_col:
+        kind_text = F.col(kind_col).cast("string") if kind_col else F.lit("event")
+        cols.append((value_checked_kind(kind_text, value_col) if value_col else kind_text).alias("sw_kind"))
+    rows, unplaced = split_unplaced(df.select(*cols), "sw_")  # TR-16: no seq or batch, no place
+    rows = rows.withColumn("sw_hash", F.xxhash64(F.col("sw_key")))
     # A chunk never goes back in the micro-batch's order: seq div chunk_rows, or an event-time range.
     chunk = F.expr(f"sw_seq div {chunk_rows}") if seq_col else F.shiftright(F.col("sw_et"), CHUNK_TIME_BITS)
     ordered_rows = (
         rows.withColumn("sw_chunk", chunk.cast("long"))
         .groupBy("sw_sid", "sw_batch", "sw_chunk")
         .transformWithStateInPandas(
-            statefulProcessor=ChunkOrderProcessor(buckets, seq_col is not None),
+            statefulProcessor=ChunkOrderProcessor(buckets, seq_col is not None, not seq_unique),
             outputStructType=ORDER_SCHEMA, outputMode="Append", timeMode="None",
         )
     )  # fmt: skip
@@ -901,7 +932,7 @@ def session_windows(
     )
     both = two_stages(ordered_rows, "sw_sid", "sw_bucket", wide, WIDE_SCHEMA, StreamSummaryProcessor(buckets),
                       PASS_SCHEMA)  # fmt: skip
-    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
+    output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "sw_")
     tables = table_projections(output, TABLE_COLUMNS)
     return SessionWindowStreams(
         output=output, late_output=tables["late"].filter(F.col("verdict") == "late_output"), **tables
@@ -1063,14 +1094,16 @@ def native_session_report(spark: Any, trace: Any) -> dict[str, list[dict[str, in
     return {"sessions": emitted, "batches": batches}
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per
-    trace, the timers table on (the conformance run compares it), and the engine's small layout."""
+    trace, the timers table on (the conformance run compares it), and the engine's small layout.
+    ``seq_unique``: the engine's seqs are trace positions, unique by construction; False checks
+    them (TR-15)."""
     return session_windows(
         df, key_col="key", event_time_col="event_time", gap_ms=1, stream_id_col="trace_id", seq_col="seq",
         kind_col="kind", value_col="value", batch_col="batch", stream_configs=stream_configs,
         report_timers=True, buckets=ENGINE_BUCKETS, block_sessions=ENGINE_BLOCK_SESSIONS,
-        chunk_rows=ENGINE_CHUNK_ROWS,
+        chunk_rows=ENGINE_CHUNK_ROWS, seq_unique=seq_unique,
     ).output  # fmt: skip
 
 

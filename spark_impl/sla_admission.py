@@ -121,6 +121,7 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
+from spark_impl.checkpoints import decoding
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -129,19 +130,25 @@ from spark_impl.common import (
     check_columns,
     event_time_millis,
     long_or_zero,
+    millis_column,
+    place_flags,
     require_int,
+    split_unplaced,
     stream_id_column,
     stream_settings,
     table_projections,
     warn_without_seq,
+    with_unplaced_errors,
 )
 from spark_impl.scaleout import (
+    DUPLICATE_SEQ,
     NULL_MASK,
     SUMMARY_ROUTE,
     SecondStage,
     WideStage,
     check_layout,
     default_buckets,
+    flag_duplicate_seqs,
     processing_time,
     restore_nulls,
     to_buckets,
@@ -384,7 +391,7 @@ def metrics_report(text: Any) -> dict[str, int] | None:
         name, value = pair
         if metric_problem(name, value) is not None:
             return None
-        report[name] = value
+        report[name] = min(value, I64_MAX)  # TR-16: the score is 1000 already; the state holds longs
     return report
 
 
@@ -429,8 +436,10 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> BucketState:
-        check_layout("sla_admission", value, LAYOUT_VERSION, buckets)
-        return cls(buckets, int(value[2]), {m: int(v) for m, v in zip(METRIC_NAMES, value[3:7], strict=True)})
+        check_layout("sla_admission", value, LAYOUT_VERSION, buckets, "bucket")
+        with decoding("sla_admission", "bucket"):
+            metrics = {m: int(v) for m, v in zip(METRIC_NAMES, value[3:7], strict=True)}
+            return cls(buckets, int(value[2]), metrics)
 
 
 @dataclass
@@ -451,10 +460,14 @@ class SlaEntry:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...]) -> SlaEntry:
-        return cls(
-            int(value[0]), int(value[1]) if value[2] else None, int(value[3]) if value[4] else None,
-            int(value[5]), [int(v) for v in value[6:12]],
-        )  # fmt: skip
+        with decoding("sla_admission", "sla_streams"):
+            counters = [int(v) for v in value[6:]]
+            if len(counters) != len(COUNTERS):
+                raise ValueError(f"{len(counters)} counters for {len(COUNTERS)}")
+            return cls(
+                int(value[0]), int(value[1]) if value[2] else None, int(value[3]) if value[4] else None,
+                int(value[5]), counters,
+            )  # fmt: skip
 
 
 @dataclass
@@ -475,8 +488,12 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int) -> StreamState:
-        check_layout("sla_admission", value, LAYOUT_VERSION, buckets)
-        return cls(buckets, np.frombuffer(bytes(value[2]), np.int64).copy(), int(value[3]))
+        check_layout("sla_admission", value, LAYOUT_VERSION, buckets, "totals")
+        with decoding("sla_admission", "totals"):
+            totals = np.frombuffer(bytes(value[2]), np.int64).copy()
+            if len(totals) != len(DECISIONS):
+                raise ValueError(f"{len(totals)} totals for {len(DECISIONS)} decisions")
+            return cls(buckets, totals, int(value[3]))
 
 
 # ---- the per-stream checks (OXS-R5..R9, R12, R13) -------------------------------------------
@@ -546,7 +563,7 @@ def admit_stream(
 class _Out(OutputRows):
     """The wide stage's rows of one call: table rows and summaries (WIDE_SCHEMA)."""
 
-    def __init__(self, stream_id: str) -> None:
+    def __init__(self, stream_id: str | None) -> None:
         super().__init__(stream_id, (*OUTPUT_COLUMNS, "kw_route", *SUMMARY_COLS), STRING_COLS)
 
 
@@ -614,6 +631,7 @@ def process_batch(call: _Call, rows: pd.DataFrame, b: int, out: _Out) -> None:
         checks = [*event_checks, is_event & rows["sa_now_null"].to_numpy(bool), is_event & bad_load]
         reason = _first_reason(checks, _ERRORS_OF_EVENTS, n)
         score_at_end = None
+    reason[kind == DUPLICATE_SEQ] = DUPLICATE_SEQ  # TR-15: checked first
     erred = reason != None  # noqa: E711 - elementwise
     if erred.any():
         k = int(erred.sum())
@@ -762,7 +780,7 @@ class SlaBucketProcessor(WideStage):
         self.sla_streams = handle.getMapState("sla_streams", SLA_KEY_SCHEMA, SLA_VALUE_SCHEMA)
 
     def process(
-        self, stream_id: str, bucket: int, cfg: SlaConfig, pdf: pd.DataFrame
+        self, stream_id: str | None, bucket: int, cfg: SlaConfig, pdf: pd.DataFrame
     ) -> Iterator[pd.DataFrame]:
         stored = self.bucket_state.get()
         st = BucketState.from_tuple(stored, self.buckets) if stored is not None else BucketState(self.buckets)
@@ -801,10 +819,11 @@ class SlaSummaryProcessor(SecondStage):
     def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("totals", STREAM_SCHEMA)
 
-    def summarise(self, stream_id: str, rows: pd.DataFrame) -> pd.DataFrame:
+    def summarise(self, stream_id: str | None, rows: pd.DataFrame) -> pd.DataFrame:
         stored = self.state.get()
         st = StreamState.from_tuple(stored, self.buckets) if stored is not None else StreamState(self.buckets)
-        has_shedder = self.per_stream.get(stream_id, self.default).shedder is not None
+        config = self.default if stream_id is None else self.per_stream.get(stream_id, self.default)
+        has_shedder = config.shedder is not None
         out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
         for b, part in batches_in(rows, "batch", True, 0):
             summarise_batch(st, part, b, out, has_shedder)
@@ -876,11 +895,15 @@ def sla_admission(
     batch_col: str | None = None,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
     buckets: int | None = None,
+    seq_unique: bool = False,
 ) -> SlaAdmissionStreams:
     """Decides admit, reject, shed or throttle for every event (see the module docstring).
 
     ``buckets``: groups per stream id in the wide stage, each holding the SLA streams that hash
     to it (default: 4 per shuffle partition of the session), fixed in the checkpoint.
+    ``seq_unique``: the producer guarantees that ``seq_col`` is unique per stream and batch,
+    which skips the duplicate check (TR-15: every row of a repeated seq is a ``duplicate_seq``
+    error row), one shuffle less.
     Raises ``harness.traces.InvalidConfig`` for a bad setting or column.
     """
     from pyspark.sql import functions as F
@@ -917,8 +940,8 @@ def sla_admission(
         {"stream_col": stream_col, "event_time_col": event_time_col, "load_col": load_col,
          "priority_col": priority_col, "seq_col": seq_col, "kind_col": kind_col, "time_col": time_col,
          "metrics_col": metrics_col, "stream_id_col": stream_id_col, "batch_col": batch_col},
-        ("load_col", "priority_col", "seq_col", "time_col", "batch_col"),
-        kind_col, seq_col,
+        ("load_col", "priority_col", "seq_col", "batch_col"),
+        kind_col, seq_col, text=("metrics_col",),
     )  # fmt: skip
     if now_col is not None and now_col not in fields:
         raise InvalidConfig(f"now_col={now_col!r} is not a column of the input ({sorted(fields)})")
@@ -930,6 +953,7 @@ def sla_admission(
         F.col(stream_col).cast("string").alias("sa_stream"),
         long_or_zero(et).alias("sa_et"),
         et.isNull().alias("sa_et_null"),
+        *place_flags(seq_col, batch_col, "sa_"),
     ]
     if seq_col:
         cols.append(long_or_zero(seq_col).alias("sa_seq"))
@@ -938,17 +962,20 @@ def sla_admission(
     if metrics_col:
         cols.append(F.col(metrics_col).cast("string").alias("sa_metrics"))
     now = processing_time(fields, now_col) if now_col else None
-    for expr, alias in ((priority_col, "sa_priority"), (time_col, "sa_time"), (load_col, "sa_load"),
+    time = millis_column(fields, "time_col", time_col) if time_col else None
+    for expr, alias in ((priority_col, "sa_priority"), (time, "sa_time"), (load_col, "sa_load"),
                         (now, "sa_now")):  # fmt: skip
         if expr is not None:
             column = F.col(expr) if isinstance(expr, str) else expr
             cols += [long_or_zero(column).alias(alias), column.isNull().alias(f"{alias}_null")]
-    rows = df.select(*cols)
+    rows, unplaced = split_unplaced(df.select(*cols), "sa_")  # TR-16: no seq or batch, no place
+    if seq_col and not seq_unique:
+        rows = flag_duplicate_seqs(rows, "sa_")  # TR-15, before any row is routed
     # An event goes to its SLA stream's bucket; clock and load rows to every bucket; the rest
     # (an event without a stream, an unsupported kind, the batch_end marker) to bucket 0.
     per_stream_row = F.col("sa_stream").isNotNull()
     to_first = F.lit(True)  # without kind_col every row is an event
-    if kind_col:
+    if "sa_kind" in rows.columns:
         kind = F.col("sa_kind")
         per_stream_row = per_stream_row & (kind == "event")
         to_first = F.coalesce(~kind.isin("clock", "load"), F.lit(True))
@@ -961,7 +988,7 @@ def sla_admission(
         rows, "sa_sid", "sa_bucket", first, WIDE_SCHEMA, SlaSummaryProcessor(default, per_stream, buckets),
         PASS_SCHEMA,
     )  # fmt: skip
-    restored = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
+    restored = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "sa_")
     # OXS-R3: the reported level is nano-tokens / 10^9, one IEEE division (exact below 2^53).
     output = restored.select(*[
         (F.col(c).cast("double") / F.lit(float(NANO))).alias(c) if c in FLOAT_COLS else F.col(c)
@@ -973,15 +1000,16 @@ def sla_admission(
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): one stream id per trace.
 
     Few buckets: every group costs a Python call per micro-batch, and a trace's handful of
-    SLA streams still spreads over three."""
+    SLA streams still spreads over three. ``seq_unique``: the engine's seqs are trace positions,
+    unique by construction; False checks them (TR-15)."""
     return sla_admission(
         df, stream_col="key", event_time_col="event_time", priority_col="priority", kind_col="kind",
         seq_col="seq", time_col="time", metrics_col="metrics", stream_id_col="trace_id", batch_col="batch",
-        stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
+        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
     ).output  # fmt: skip
 
 

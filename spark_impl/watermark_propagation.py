@@ -13,7 +13,7 @@ per-source events and/or per-source watermark reports::
         edges=[["src", "map"], ["map", "join"], ["other", "join"], ["join", "sink"]],
         node_col="source",                # which source node a row belongs to (string)
         event_time_col="ts",              # events: LongType ms or TimestampType
-        watermark_col="reported_wm",      # optional: direct watermark reports (LongType ms)
+        watermark_col="reported_wm",      # optional: direct watermark reports (integral ms or timestamp)
         advance_threshold=1,              # a generator emits at every n-th event of its source
         max_out_of_order_ms=5000,
     )
@@ -104,6 +104,7 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MIN, InvalidConfig
+from spark_impl.checkpoints import CheckpointError, IncompatibleCheckpoint, decoding
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -112,21 +113,27 @@ from spark_impl.common import (
     check_columns,
     event_time_millis,
     long_or_zero,
+    millis_column,
     native_watermark_progress,
+    place_flags,
     require_int,
     sat_sub,
+    split_unplaced,
     stream_id_column,
     stream_settings,
     table_projections,
     warn_without_seq,
+    with_unplaced_errors,
 )
 from spark_impl.scaleout import (
+    DUPLICATE_SEQ,
     NULL_MASK,
     SUMMARY_ROUTE,
     SecondStage,
     WideStage,
     check_layout,
     default_buckets,
+    flag_duplicate_seqs,
     restore_nulls,
     to_buckets,
     two_stages,
@@ -301,14 +308,16 @@ class BucketState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int, graph: str) -> BucketState:
-        check_layout("watermark_propagation", value, LAYOUT_VERSION, buckets)
+        check_layout("watermark_propagation", value, LAYOUT_VERSION, buckets, "bucket")
         if value[2] != graph:
-            raise RuntimeError(
+            raise IncompatibleCheckpoint(
                 "watermark_propagation: the checkpoint was written for another list of source nodes "
-                f"(digest {value[2]}, the graph now has {graph}). Start from a new checkpoint."
-            )
-        rows = np.frombuffer(bytes(value[3]), np.int64).reshape(-1, len(_SOURCE_FIELDS)).copy()
-        return cls(buckets, graph, rows)
+                f"(digest {value[2]}, the graph now has {graph})", "Start from a new checkpoint",
+                "watermark_propagation", "bucket",
+            )  # fmt: skip
+        with decoding("watermark_propagation", "bucket"):
+            rows = np.frombuffer(bytes(value[3]), np.int64).reshape(-1, len(_SOURCE_FIELDS)).copy()
+            return cls(buckets, graph, rows)
 
 
 @dataclass
@@ -336,15 +345,26 @@ class StreamState:
 
     @classmethod
     def from_tuple(cls, value: tuple[Any, ...], buckets: int, sources: tuple[str, ...]) -> StreamState:
-        check_layout("watermark_propagation", value, LAYOUT_VERSION, buckets)
-        stored = tuple(json.loads(value[3]))
+        check_layout("watermark_propagation", value, LAYOUT_VERSION, buckets, "stream")
+        stored = stored_sources(value)
         if stored != sources:
-            raise RuntimeError(
+            raise IncompatibleCheckpoint(
                 f"watermark_propagation: the checkpoint was written for the sources {list(stored)}, "
-                f"the graph now has {list(sources)}. Start from a new checkpoint."
-            )
-        numbers = np.frombuffer(bytes(value[4]), np.int64).reshape(2, -1)
-        return cls(buckets, stored, int(value[2]), numbers[0].copy(), numbers[1] != 0)
+                f"the graph now has {list(sources)}", "Start from a new checkpoint",
+                "watermark_propagation", "stream",
+            )  # fmt: skip
+        with decoding("watermark_propagation", "stream"):
+            numbers = np.frombuffer(bytes(value[4]), np.int64).reshape(2, len(stored))
+            return cls(buckets, stored, int(value[2]), numbers[0].copy(), numbers[1] != 0)
+
+
+def stored_sources(value: tuple[Any, ...]) -> tuple[str, ...]:
+    """The source nodes a stream's narrow-stage value was written for (its JSON list)."""
+    with decoding("watermark_propagation", "stream"):
+        sources = json.loads(value[3])
+        if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+            raise ValueError(f"the source list is {type(sources).__name__}, not a list of names")
+        return tuple(sources)
 
 
 # ---- rows between the stages ------------------------------------------------------
@@ -356,7 +376,7 @@ class StreamState:
 class _WideOut(OutputRows):
     """The first stage's rows of one call: table rows and summaries (WIDE_SCHEMA)."""
 
-    def __init__(self, stream_id: str) -> None:
+    def __init__(self, stream_id: str | None) -> None:
         super().__init__(stream_id, (*OUTPUT_COLUMNS, "kw_route", *SUMMARY_COLS), STRING_COLS)
 
 
@@ -424,10 +444,10 @@ def process_bucket_batch(
     names = pd.Index(np.where(node_null, "", node).astype(object))
     node_pos, src_pos = cfg.node_index.get_indexer(names), cfg.source_index.get_indexer(names)
     err = np.select(
-        [~(is_event | is_report), node_null, node_pos < 0, src_pos < 0, is_event & et_null,
-         is_report & tm_null],
-        ["unsupported_item", "missing_key", "unknown_operator", "not_a_source", "missing_event_time",
-         "missing_time"],
+        [kind == DUPLICATE_SEQ, ~(is_event | is_report), node_null, node_pos < 0, src_pos < 0,
+         is_event & et_null, is_report & tm_null],
+        [DUPLICATE_SEQ, "unsupported_item", "missing_key", "unknown_operator", "not_a_source",
+         "missing_event_time", "missing_time"],
         default="",
     ).astype(object)  # fmt: skip
     bad = err != ""
@@ -587,7 +607,7 @@ class SourceBucketProcessor(WideStage):
         self.state = handle.getValueState("bucket", BUCKET_SCHEMA)
 
     def process(
-        self, stream_id: str, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
+        self, stream_id: str | None, bucket: int, cfg: StreamConfig, pdf: pd.DataFrame
     ) -> Iterator[pd.DataFrame]:
         stored = self.state.get()
         st = (
@@ -624,15 +644,18 @@ class GraphProcessor(SecondStage):
         if int(key[1]) != SUMMARY_ROUTE:
             yield from super().handleInputRows(key, rows, timerValues)
             return
-        stream_id = str(key[0])
+        stream_id = None if key[0] is None else str(key[0])  # TR-16: a null stream id stays null
         frames = list(rows)
         pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        cfg = self.per_stream.get(stream_id, self.default)
+        cfg = self.default if stream_id is None else self.per_stream.get(stream_id, self.default)
         stored = self.state.get()
-        st = (
-            StreamState.from_tuple(stored, self.buckets, cfg.sources) if stored is not None
-            else StreamState(self.buckets, cfg.sources)
-        )  # fmt: skip
+        try:
+            st = (
+                StreamState.from_tuple(stored, self.buckets, cfg.sources) if stored is not None
+                else StreamState(self.buckets, cfg.sources)
+            )  # fmt: skip
+        except CheckpointError as error:  # raised here, the worker's report is the message alone
+            raise error.in_stream(stream_id) from None
         before = st.to_tuple()
         out = OutputRows(stream_id, OUTPUT_COLUMNS, STRING_COLS)
         for b, part in batches_in(pdf, "batch", True, 0):
@@ -676,12 +699,15 @@ def watermark_propagation(
     batch_col: str | None = None,
     stream_configs: Mapping[str, Mapping[str, Any]] | None = None,
     buckets: int | None = None,
+    seq_unique: bool = False,
 ) -> WatermarkPropagationStreams:
     """Generates per-source watermarks and propagates them over the graph (see the module docstring).
 
     ``buckets``: wide-stage groups per stream (default: 4 per shuffle partition of the session),
-    fixed in the checkpoint. Raises ``harness.traces.InvalidConfig`` for a bad setting, graph or
-    column.
+    fixed in the checkpoint. ``seq_unique``: the producer guarantees that ``seq_col`` is unique
+    per stream and batch, which skips the duplicate check (TR-15: every row of a repeated seq is
+    a ``duplicate_seq`` error row), one shuffle less. Raises ``harness.traces.InvalidConfig``
+    for a bad setting, graph or column.
     """
     from pyspark.sql import functions as F
 
@@ -701,18 +727,19 @@ def watermark_propagation(
         fields,
         {"node_col": node_col, "event_time_col": event_time_col, "watermark_col": watermark_col,
          "stream_id_col": stream_id_col, "seq_col": seq_col, "kind_col": kind_col, "batch_col": batch_col},
-        ("watermark_col", "seq_col", "batch_col"), kind_col, seq_col,
+        ("seq_col", "batch_col"), kind_col, seq_col,
     )  # fmt: skip
     cols = [
         stream_id_column(stream_id_col, "wp_sid"),
         F.col(node_col).cast("string").alias("wp_node"),
         (long_or_zero(batch_col) if batch_col else F.unix_millis(F.current_timestamp())).alias("wp_batch"),
+        *place_flags(seq_col, batch_col, "wp_"),
     ]
     if event_time_col is not None:
         et = event_time_millis(fields, event_time_col)
         cols += [long_or_zero(et).alias("wp_et"), et.isNull().alias("wp_et_null")]
     if watermark_col is not None:
-        wm = F.col(watermark_col).cast("long")
+        wm = millis_column(fields, "watermark_col", watermark_col)
         cols += [long_or_zero(wm).alias("wp_time"), wm.isNull().alias("wp_time_null")]
     if kind_col is not None:
         cols.append(F.col(kind_col).cast("string").alias("wp_kind"))
@@ -722,7 +749,9 @@ def watermark_propagation(
         cols.append(F.lit("event").alias("wp_kind"))
     if seq_col is not None:
         cols.append(long_or_zero(seq_col).alias("wp_seq"))
-    rows = df.select(*cols)
+    rows, unplaced = split_unplaced(df.select(*cols), "wp_")  # TR-16: no seq or batch, no place
+    if seq_col is not None and not seq_unique:
+        rows = flag_duplicate_seqs(rows, "wp_")  # TR-15
     # Every row belongs to its node's bucket; only the batch marker goes to bucket 0.
     is_item = F.coalesce(F.col("wp_kind") != "batch_end", F.lit(True))
     rows = to_buckets(
@@ -732,21 +761,23 @@ def watermark_propagation(
     wide = SourceBucketProcessor(default, per_stream, ordered, buckets)
     narrow = GraphProcessor(default, per_stream, ordered, buckets)
     both = two_stages(rows, "wp_sid", "wp_bucket", wide, WIDE_SCHEMA, narrow, PASS_SCHEMA)
-    output = restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS)
+    output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "wp_")
     return WatermarkPropagationStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]]) -> Any:
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, its graph
     from the trace config. Few buckets: a trace has a handful of sources and every group costs a
-    Python call per micro-batch; three still spread a trace's sources over groups."""
+    Python call per micro-batch; three still spread a trace's sources over groups.
+    ``seq_unique``: the engine's seqs are trace positions, unique by construction; False checks
+    them (TR-15)."""
     return watermark_propagation(
         df, nodes=[], edges=[], node_col="key", event_time_col="event_time", watermark_col="time",
         stream_id_col="trace_id", seq_col="seq", kind_col="kind", batch_col="batch",
-        stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
+        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
     ).output  # fmt: skip
 
 
