@@ -100,6 +100,12 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "progress": ("batch", "admitted", "rejected", "shed", "throttled", "load_score"),
         "errors": ("batch", "seq", "reason"),
     },  # fmt: skip
+    "exactly_once_aggregation": {
+        "messages": ("batch", "seq", "producer", "partition", "sequence", "key", "verdict"),
+        "aggregates": ("batch", "key", "kind", "number", "count"),
+        "progress": ("batch", "folded", "duplicates", "outside_window", "keys"),
+        "errors": ("batch", "seq", "reason"),
+    },
 }
 
 Row = tuple[Any, ...]

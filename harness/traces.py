@@ -109,6 +109,11 @@ class Item:
     # metrics as [name, integer] pairs (given as a mapping or pairs, kept as sorted pairs).
     priority: int | None = None
     metrics: tuple[tuple[str, int], ...] | None = None
+    # exactly-once aggregation (OXE-R1, R16): a message's id (producer, partition, sequence)
+    # and its amount, a JSON value: a number, "NaN", "Infinity", "-Infinity", or a wrong one
+    producer: int | None = None
+    sequence: int | None = None
+    amount: str | int | float | bool | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ITEM_KINDS:
@@ -125,7 +130,7 @@ class Item:
         is_int = isinstance(self.value, int) and not isinstance(self.value, bool)
         if not is_int or not -(2**31) <= self.value < 2**31:
             raise InvalidTrace(f"value must be a 32-bit integer, got {self.value!r}")
-        for name in ("partition", "source", "count", "core", "priority"):
+        for name in ("partition", "source", "count", "core", "priority", "producer", "sequence"):
             _check_i64(name, getattr(self, name))
         if self.metrics is not None:
             given = self.metrics.items() if isinstance(self.metrics, Mapping) else self.metrics
@@ -157,6 +162,11 @@ class Item:
             if isinstance(cell, float) and not math.isfinite(cell):
                 raise InvalidTrace(f"an event-time cell must be a finite number, got {cell!r}")
 
+        if isinstance(self.amount, float) and not math.isfinite(self.amount):
+            raise InvalidTrace(f"a non-finite amount is written as a string (OXE-R16), got {self.amount!r}")
+        if self.amount is not None and not isinstance(self.amount, (str, int, float)):
+            raise InvalidTrace(f"an amount is a JSON scalar, got {self.amount!r}")
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         for f in fields(self):
@@ -175,6 +185,9 @@ class Item:
                 f" p={self.priority}" if self.priority is not None else ""
             )
             return f"event {self.key}@{self.event_time}{extra}"
+        if self.kind == "event" and (self.producer is not None or self.sequence is not None):
+            amount = json.dumps(self.amount)
+            return f"message {self.producer}/{self.partition}#{self.sequence} {self.key}={amount}"
         if self.kind == "clock":
             return f"clock->{self.time}"
         if self.kind == "duplicate_seq":
