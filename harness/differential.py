@@ -86,11 +86,8 @@ def _numbers(trace: Trace) -> list[int]:
     nums = [v for v in trace.config.values() if isinstance(v, int) and not isinstance(v, bool)]
     for b in trace.batches:
         for i in b:
-            nums += [
-                v
-                for v in (i.event_time, i.time, i.value, i.partition, i.source, i.count, i.core)
-                if v is not None
-            ]
+            fields = (i.event_time, i.time, i.value, i.partition, i.source, i.count, i.core)
+            nums += [v for v in (*fields, i.producer, i.sequence) if v is not None]
     return nums
 
 
@@ -277,6 +274,20 @@ def simplify_numbers(trace: Trace) -> Iterable[Trace]:
             yield _replace_value(trace, "time", v, c, kind="watermark")
     # F064 partition counts and cores
     for name in ("count", "core"):
+        for v in sorted({getattr(i, name) for b in trace.batches for i in b if getattr(i, name) is not None}):
+            for c in _simpler_ints(v):
+                yield _replace_value(trace, name, v, c)
+    # OXE: message sequences shifted down together (their distances decide the window), then
+    # each distinct producer and sequence everywhere it occurs
+    seqs = sorted({i.sequence for b in trace.batches for i in b if i.sequence is not None})
+    if seqs and seqs[0] > 0:
+        for d in [seqs[0]] + [c for c in _simpler_ints(seqs[0]) if 0 < c < seqs[0]]:
+
+            def lower(i: Item, d: int = d) -> Item:
+                return i if i.sequence is None else replace(i, sequence=i.sequence - d)
+
+            yield _map_items(trace, lower)
+    for name in ("producer", "sequence"):
         for v in sorted({getattr(i, name) for b in trace.batches for i in b if getattr(i, name) is not None}):
             for c in _simpler_ints(v):
                 yield _replace_value(trace, name, v, c)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import datetime
 import json
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -61,6 +61,7 @@ AREA_FIELDS: dict[str, tuple[str, ...]] = {
     "late_data": ("source", "event_time", "time"),
     "eventtime_buffer": ("key", "value", "time", "raw", "messages"),
     "sla_admission": ("key", "event_time", "time", "priority", "metrics"),
+    "exactly_once_aggregation": ("producer", "partition", "sequence", "key", "amount"),
 }
 # A kind each area does not accept: the item a row of no kind (null, "", "tick") means (TR-16).
 FOREIGN_KIND = {
@@ -80,19 +81,23 @@ NULL_STREAM_CONFIG: dict[str, dict[str, Any]] = {
         "eventtime_enabled": True,
     },
     "sla_admission": {"streams": {}, "policy": "Strict"},
+    "exactly_once_aggregation": {"aggregate": "sum", "dedup_window": 1024},
 }  # fmt: skip
 
 # Columns of a row (the engine's input columns, spark_impl.engine.INPUT_SCHEMA) and their
 # Spark type in the plain typing; numbers are long, text cells string.
 ROW_COLUMNS = (
     "trace_id", "batch", "seq", "kind", "key", "event_time", "value", "partition", "source", "time",
-    "count", "core", "raw", "messages", "priority", "metrics",
+    "count", "core", "raw", "messages", "priority", "metrics", "producer", "sequence", "amount",
 )  # fmt: skip
-TEXT_COLUMNS = frozenset({"trace_id", "kind", "key", "raw", "messages", "metrics"})
-JSON_COLUMNS = ("raw", "messages", "metrics")  # JSON text in the engine's rows, as in spark_impl.engine
+TEXT_COLUMNS = frozenset({"trace_id", "kind", "key", "raw", "messages", "metrics", "amount"})
+# JSON text in the engine's rows, as in spark_impl.engine
+JSON_COLUMNS = ("raw", "messages", "metrics", "amount")
 DELIVERY = "delivered_in"  # a row's micro-batch, kept apart from its (possibly null) batch cell
 TIME_COLUMNS = ("event_time", "time")
-NUMBER_COLUMNS = ("batch", "seq", "value", "partition", "source", "count", "core", "priority")
+NUMBER_COLUMNS = (
+    "batch", "seq", "value", "partition", "source", "count", "core", "priority", "producer", "sequence",
+)  # fmt: skip
 
 
 # ---- typed cells ------------------------------------------------------------------------------
@@ -118,7 +123,7 @@ class Typing:
     time: str = "long"
     seq: str = "long"
     batch: str = "long"
-    numbers: str = "long"  # value, partition, source, count, core, priority
+    numbers: str = "long"  # value, partition, source, count, core, priority, producer, sequence
 
     def of(self, column: str) -> str:
         if column in ("key", "trace_id") or column in TIME_COLUMNS or column in ("seq", "batch"):
@@ -198,13 +203,15 @@ def typed_key(text: str, index: int, spark_type: str) -> Any:
 # ---- text cells an area parses (TR-16, VELO-R5, R11, OXS-R15) ---------------------------------
 
 
-def _strict_json(text: str) -> Any:
-    """JSON by the standard: NaN and infinities refused, numbers as int or exact Decimal."""
+def _strict_json(text: str, exact_ints: bool = False) -> Any:
+    """JSON by the standard: NaN and infinities refused, numbers as int or exact Decimal
+    (integers as Decimal too with ``exact_ints``, so that -0 keeps its sign)."""
 
     def refuse(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
 
-    return json.loads(text, parse_constant=refuse, parse_float=Decimal)
+    integers = Decimal if exact_ints else int
+    return json.loads(text, parse_constant=refuse, parse_float=Decimal, parse_int=integers)
 
 
 class NotACell(ValueError):
@@ -283,6 +290,25 @@ def metrics_cell(text: str | None) -> tuple[tuple[str, int], ...] | None:
             raise NotACell(f"metric {name} named twice: the trace cannot carry it")
         report[name] = min(v, I64_MAX)
     return tuple(sorted(report.items()))
+
+
+def amount_cell(text: str | None) -> Any:
+    """TR-16, OXE-R16: a message's amount (JSON text) as the trace's amount: a number exactly
+    (an integral one as that integer, so 1e400 stays beyond every double; a zero keeps its sign;
+    any other as the nearest double), a string as it is, true and false as they are, null as
+    absent (missing_amount); text that is not JSON, a list or an object as a string that is no
+    amount (invalid_amount)."""
+    if text is None:
+        return None
+    try:
+        value = _strict_json(text, exact_ints=True)
+    except ValueError:
+        return UNPARSABLE
+    if isinstance(value, Decimal):
+        if value.is_zero():
+            return -0.0 if value.is_signed() else 0
+        return int(value) if value == value.to_integral_value() else float(value)
+    return UNPARSABLE if isinstance(value, (list, dict)) else value
 
 
 # ---- a table and what it means ---------------------------------------------------------------
@@ -379,9 +405,11 @@ def row_item(row: Mapping[str, Any], area: str) -> tuple[Item, str | None]:
     for name in TIME_COLUMNS:
         if name in wanted:
             fields[name] = time_millis(row[name])
-    for name in ("partition", "source", "count", "core", "priority"):
+    for name in ("partition", "source", "count", "core", "priority", "producer", "sequence"):
         if name in wanted:
             fields[name] = row[name]
+    if "amount" in wanted:
+        fields["amount"] = amount_cell(row["amount"])
     if "messages" in wanted and row["messages"] is not None:
         fields["messages"] = messages_cell(row["messages"])
     elif "raw" in wanted:
@@ -461,6 +489,12 @@ METRICS_TEXTS = (
     '{"queue_depth": 100000000000000000000000}', '{"latency": 9223372036854775807}',
     '{"queue_depth": -1}', '[["cpu", 50], ["memory"]]', '{"disk": 5}', '{"cpu": true}', "{", '{"cpu": 7}',
 )  # fmt: skip
+# OXE-R16: amounts that are no JSON number, numbers beyond a double, zeros of both signs, JSON strings.
+AMOUNT_TEXTS = (
+    "NaN", "Infinity", '"NaN"', '"Infinity"', '"-Infinity"', '"nan"', '"1.5"', "1e400", "-1e400", "1e308",
+    "true", "null", "[]", "{}", "", "abc", "{", "-0", "-0.0", "0.0", "0.1", "1e-400", "-1e-400",
+    "9007199254740993", " 2 ", "2e3", "0.30000000000000004",
+)  # fmt: skip
 ODD_KINDS = ("", "EVENT", " event", "tick", "probe", "summary", VALUE_OUT_OF_RANGE, "duplicate_seq", "clock ")
 
 
@@ -528,7 +562,7 @@ def mutations_of(area: str) -> dict[str, Mutation]:
         out["time at the bounds"] = _set("time", _bounds_of("time"), ("clock", "watermark"))
     if "value" in fields:
         out["value beyond 32 bits"] = _set("value", lambda t: _numbers(t.numbers), ("event",))
-    for name in ("source", "partition", "count", "core", "priority"):
+    for name in ("source", "partition", "count", "core", "priority", "producer", "sequence"):
         if name in fields:
             out[f"{name} at the bounds"] = _set(name, lambda t: _numbers(t.numbers))
     if "raw" in fields:
@@ -536,6 +570,8 @@ def mutations_of(area: str) -> dict[str, Mutation]:
         out["odd messages"] = _set("messages", lambda t: MESSAGES_TEXTS, ("event",))
     if "metrics" in fields:
         out["odd metrics"] = _set("metrics", lambda t: METRICS_TEXTS, ("load",))
+    if "amount" in fields:
+        out["odd amount text"] = _set("amount", lambda t: AMOUNT_TEXTS, ("event",))
     return out
 
 
@@ -656,7 +692,13 @@ def hostile_tables(
     chosen = mutations_of(area)
     names = sorted(chosen)
     tables: list[HostileTable] = []
-    for trace in generated_traces(area, 2 * count + 4, seed, max_batches):
+    def candidates() -> Iterator[Trace]:
+        yield from generated_traces(area, 2 * count + 4, seed, max_batches)
+        # A narrow typing can refuse most of an area's traces (ids next to the i64 bounds): more
+        # are drawn, from another seed, so that the null stream's table is never left out.
+        yield from generated_traces(area, 8 * count + 16, seed + 7919, max_batches)
+
+    for trace in candidates():
         if len(tables) > count:
             break
         n = len(tables)
@@ -880,6 +922,7 @@ __all__ = [
     "Typing",
     "all_tables",
     "differences",
+    "amount_cell",
     "eventtime_cell",
     "expected_output",
     "generated_traces",

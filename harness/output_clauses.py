@@ -42,6 +42,9 @@ class AreaClauses:
     tables: Mapping[str, TableClauses]
 
 
+# the aggregates column holding a double's text (OXE-R18), by position: its name may change
+EOA_NUMBER = TABLES["exactly_once_aggregation"]["aggregates"][3]
+
 # ---- the declarations, one area each ---------------------------------------------------------
 
 SHOWN: dict[str, AreaClauses] = {
@@ -391,6 +394,46 @@ SHOWN: dict[str, AreaClauses] = {
                 },
             ),
             "errors": TableClauses(key=("batch", "seq"), rows=("OXS-R15",), columns={"reason": ("OXS-R15",)}),
+        },
+    ),
+    "exactly_once_aggregation": AreaClauses(
+        refusal=("OXE-R15",),
+        tables={
+            "messages": TableClauses(
+                key=("batch", "seq"),
+                rows=("OXE-R16", "OXE-R18"),  # one row per well-formed message
+                columns={
+                    "producer": ("OXE-R1", "OXE-R18"),
+                    "partition": ("OXE-R1", "OXE-R18"),
+                    "sequence": ("OXE-R1", "OXE-R18"),
+                    "key": ("OXE-R1", "OXE-R18"),
+                    # the window, the memory it keeps and what crosses a restart
+                    "verdict": ("OXE-R1", "OXE-R2", "OXE-R3", "OXE-R13", "OXE-R19"),
+                },
+            ),
+            "aggregates": TableClauses(
+                key=("batch", "key"),
+                rows=("OXE-R3", "OXE-R5", "OXE-R18"),  # a key's row in each batch that folded for it
+                columns={
+                    "kind": ("OXE-R4", "OXE-R18"),
+                    EOA_NUMBER: (
+                        "OXE-R1", "OXE-R3", "OXE-R5", "OXE-R7", "OXE-R8", "OXE-R9", "OXE-R16", "OXE-R17",
+                        "OXE-R19",
+                    ),
+                    "count": ("OXE-R3", "OXE-R5", "OXE-R6", "OXE-R19"),
+                },
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("OXE-R18",),
+                columns={
+                    "folded": ("OXE-R3", "OXE-R18", "OXE-R19"),
+                    "duplicates": ("OXE-R3", "OXE-R18", "OXE-R19"),
+                    "outside_window": ("OXE-R2", "OXE-R3", "OXE-R18", "OXE-R19"),
+                    "keys": ("OXE-R5", "OXE-R18", "OXE-R19"),
+                },
+            ),
+            "errors": TableClauses(key=("batch", "seq"), rows=("OXE-R16",), columns={"reason": ("OXE-R16",)}),
         },
     ),
 }  # fmt: skip

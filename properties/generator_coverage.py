@@ -78,6 +78,7 @@ AREAS = (
     "watermark_propagation",
     "late_data",
     "sla_admission",
+    "exactly_once_aggregation",
 )
 
 

@@ -30,6 +30,7 @@ from harness.hostile_rows import (
     RunResult,
     Typing,
     all_tables,
+    amount_cell,
     differences,
     eventtime_cell,
     expected_output,
@@ -56,6 +57,7 @@ ERROR_CLAUSES = {
     "late_data": "OXL-R16",
     "eventtime_buffer": "VELO-R23",
     "sla_admission": "OXS-R15",
+    "exactly_once_aggregation": "OXE-R16",
 }
 # (tables per area, batches per table, typings per area) by profile
 BUDGET = {"dev": (2, 2, 1), "ci": (2, 2, 1), "thorough": (6, 4, 3)}
@@ -110,6 +112,21 @@ def test_load_metrics_text_follows_the_areas_rules() -> None:
         assert metrics_cell(text) is None, text  # invalid_load
     assert metrics_cell('{"queue_depth": 100000000000000000000000}') == (("queue_depth", I64_MAX),)
     assert metrics_cell('[["memory", 3], ["cpu", 50]]') == (("cpu", 50), ("memory", 3))
+
+
+@pytest.mark.clauses("TR-16", "OXE-R16")
+def test_amount_text_is_the_json_value_it_holds() -> None:
+    """A number exactly (1e400 is a number too large, not an infinity; -0 keeps its sign), a
+    JSON string as it is ("NaN" quoted is NaN, bare it is not JSON), null as a missing amount,
+    everything else as a string that is no amount."""
+    assert amount_cell("1e400") == 10**400 and amount_cell("-1e400") == -(10**400)
+    assert str(amount_cell("-0")) == "-0.0" and str(amount_cell("-0.0")) == "-0.0" and amount_cell("0") == 0
+    assert amount_cell("0.1") == 0.1 and amount_cell("2e3") == 2000 and amount_cell(" 2 ") == 2
+    assert amount_cell("9007199254740993") == 2**53 + 1  # exact: the oracle rounds it
+    assert amount_cell('"NaN"') == "NaN" and amount_cell('"-Infinity"') == "-Infinity"
+    assert amount_cell("true") is True and amount_cell("null") is None and amount_cell(None) is None
+    for text in ("NaN", "Infinity", "", "abc", "{", "[]", "{}", "[1]"):
+        assert amount_cell(text) == "not JSON", text  # invalid_amount
 
 
 def _table(area: str, config: dict[str, Any], rows: list[dict[str, Any]], batches: int) -> HostileTable:
@@ -266,6 +283,9 @@ WRONG_TYPES = {
     "raw": ("double",),
     "messages": ("int",),
     "metrics": ("binary",),
+    "producer": ("double",),
+    "sequence": ("string",),
+    "amount": ("boolean",),
 }
 # The option that names each column in the area's engine_output (spark_impl/<area>.py).
 OPTION = {"raw": "eventtime_col", "time": "time_col", "key": "key_col"}

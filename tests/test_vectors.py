@@ -26,14 +26,15 @@ VECTORS = ROOT / "vectors"
 WRONG = Path(__file__).resolve().parent / "wrong_expectations.jsonl"
 
 # A handful of the committed set for Spark, one query for all of them: boundary verdicts, a Reassign
-# budget, keyed state, a shed decided by the draw, and a refused configuration (answered before Spark
-# starts).
+# budget, keyed state, a shed decided by the draw, re-deliveries across a restart, and a refused
+# configuration (answered before Spark starts).
 SPARK_SUBSET = (
     "late_data/an-event-at-the-watermark-is-on-time-one-millisecond-below-it-is-late",
     "late_data/reassign-keeps-an-event-late-by-at-most-the-budget-at-the-watermark",
     "keyed_watermarks/a-slow-tenant-is-judged-by-its-own-watermark",
     "watermark_propagation/a-graph-with-a-cycle-is-refused-when-it-is-built/a-a",
     "sla_admission/the-policy-decides-what-a-drop-means-and-a-shed-or-throttled-event-spent-its-tok/strict-shed-1-4-0",
+    "exactly_once_aggregation/a-producer-that-re-sends-after-a-restart-point-sends-duplicates-never-a-second-f",
 )
 
 
