@@ -51,9 +51,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal, NoReturn, Protocol, cast
 
 from harness.outputs import TABLES, Output, format_table
@@ -73,6 +75,9 @@ _TIME_RE = re.compile(r"^\s*(?:(I64_MAX|I64_MIN)\s*(?:([+-])\s*([0-9_]+))?|(-?[0
 # Columns that hold text; every other column holds an integer or null.
 # (``source`` is a number: F064 sources are integers, TR-3.)
 STRING_COLUMNS = {"key", "verdict", "state", "reason", "kind", "metric", "setting", "channel"}
+# Columns that hold text in one area only: an aggregate's double is text (OXE-R17), while the
+# reorder buffer's ``value`` is an integer.
+AREA_STRING_COLUMNS = {"exactly_once_aggregation": {"number"}}
 NULL_CELLS = {"", "-", "none", "null"}
 
 
@@ -99,16 +104,37 @@ def parse_key(text: str | None) -> str | None:
     return text or None
 
 
-def parse_expected_cell(column: str, text: str) -> Any:
-    """A cell of an expected (Then) table, typed by its column."""
+def parse_expected_cell(column: str, text: str, area: str | None = None) -> Any:
+    """A cell of an expected (Then) table, typed by its column (and the area, for the
+    columns that hold text in one area only)."""
     t = text.strip()
     if t.lower() in NULL_CELLS:
         return None
     if column == "verdict":
         return t.replace(" ", "_")  # "on time" reads as "on_time"
-    if column in STRING_COLUMNS:
+    if column in STRING_COLUMNS or column in AREA_STRING_COLUMNS.get(area or "", ()):
         return parse_key(t)
     return parse_time(t)
+
+
+def _json_int(text: str) -> int | float:
+    # "-0" is the double -0.0, as a number parser reads it; Python's int has no negative zero
+    return -0.0 if text.lstrip("-") == "0" and text.startswith("-") else int(text)
+
+
+def parse_amount_cell(text: str) -> Any:
+    """An amount cell (OXE-R16) as the JSON value it writes: ``1.5``, ``"NaN"``, ``true``,
+    ``null``. A number beyond the doubles (``1e400``) is kept as its exact integer, which
+    JSON writes back as the same number, since Python would read it as an infinity."""
+    try:
+        value = json.loads(text, parse_float=Decimal, parse_int=_json_int)
+    except ValueError:
+        raise StepUsageError(f'{text!r} is not a JSON value (write text as "...")') from None
+    if not isinstance(value, Decimal):
+        return value
+    as_double = float(value)
+    # a magnitude this large has no fraction left, so the integer is the number written
+    return as_double if math.isfinite(as_double) else int(value)
 
 
 def parse_setting_value(text: str) -> Any:
@@ -385,6 +411,14 @@ SETTING_PHRASES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str,
         re.compile(r"an? max(?:imum)? lateness of (?P<v>.+?) ms"),
         lambda m: {"max_lateness": parse_time(m["v"])},
     ),
+    (
+        re.compile(r"(?:an?|the) (?P<kind>count|sum|min|max|mean) aggregate"),
+        lambda m: {"aggregate": m["kind"]},
+    ),
+    (
+        re.compile(r"an? de-duplication window of (?P<n>.+?) sequences?"),
+        lambda m: {"dedup_window": parse_time(m["n"])},
+    ),
     (re.compile(r"the default configuration"), lambda m: {}),
 ]
 _PHRASE_STARTS = r"(?:an? bounded delay|an? idle timeout|at most|tumbling windows|an? max(?:imum)? lateness)"
@@ -407,11 +441,20 @@ def parse_settings(text: str) -> dict[str, Any]:
 
 
 def area_of(noun: str) -> str:
-    return noun.strip().lower().replace(" ", "_").replace("-", "_")
+    noun = noun.strip().lower()
+    return _AREA_SPELLINGS.get(noun, noun.replace(" ", "_").replace("-", "_"))
 
 
-# Area nouns: the areas of harness/outputs.py TABLES, underscores read as spaces.
-_AREAS = "|".join(sorted((re.escape(a.replace("_", " ")) for a in TABLES), key=len, reverse=True))
+# Area nouns: the areas of harness/outputs.py TABLES, underscores read as spaces, and the
+# spellings English hyphenates.
+_AREA_SPELLINGS = {"exactly-once aggregation": "exactly_once_aggregation"}
+_AREAS = "|".join(
+    sorted(
+        (re.escape(a) for a in [*(t.replace("_", " ") for t in TABLES), *_AREA_SPELLINGS]),
+        key=len,
+        reverse=True,
+    )
+)
 
 
 @given(rf"(?P<area>{_AREAS}) with (?P<settings>(?!.*:$).+)")
@@ -463,6 +506,8 @@ def _item_from_row(row: Mapping[str, str], kind: str) -> Item:
             values[name] = parse_time(cell)
         elif type_name == "str":
             values[name] = parse_key(cell)
+        elif name == "amount":
+            values[name] = parse_amount_cell(cell)
         else:
             values[name] = parse_json_cell(cell)
     return Item(kind=kind, **values)
@@ -503,6 +548,21 @@ def items_arrive(state: ScenarioState, where: str, datatable: DataTable | None =
     if "kind" not in header:
         raise StepUsageError("these items arrive: the table needs a 'kind' column")
     state.add([_item_from_row(r, r["kind"].strip()) for r in rows], where)
+
+
+# The columns of a message (OXE-R1): its id, its key and its amount as JSON text.
+MESSAGE_COLUMNS = ("producer", "partition", "sequence", "key", "amount")
+
+
+@when(rf"these messages arrive {_WHERE}:")
+def messages_arrive(state: ScenarioState, where: str, datatable: DataTable | None = None) -> None:
+    """When these messages arrive in one batch: | producer | partition | sequence | key | amount |
+    (exactly-once aggregation, OXE-R1): ``event`` items. The amount is JSON text (``1.5``,
+    ``"NaN"``, ``"Infinity"``, ``-0.0``; ``true`` or ``"abc"`` to be refused); an empty
+    cell leaves the field out."""
+    header, rows = _table_dicts(datatable, "these messages arrive")
+    _check_columns(header, set(MESSAGE_COLUMNS), "these messages arrive")
+    state.add([_item_from_row(r, "event") for r in rows], where)
 
 
 @when(rf"the processing clock (?:advances|moves|goes back) to (?P<time>.+?) ms{_SAME}")
@@ -665,8 +725,11 @@ def expect_table(
         raise StepUsageError(f"step {step!r} needs a table")
     header = [h.strip() for h in datatable[0]]
     _check_columns(header, set(allowed), step)
-    rows = [tuple(parse_expected_cell(c, v) for c, v in zip(header, r, strict=True)) for r in datatable[1:]]
-    return header, rows
+
+    def typed(row: Sequence[str]) -> tuple[Any, ...]:
+        return tuple(parse_expected_cell(c, v, state.area) for c, v in zip(header, row, strict=True))
+
+    return header, [typed(r) for r in datatable[1:]]
 
 
 def project(
@@ -734,7 +797,9 @@ class OutputView:
         return self._last_progress()[WATERMARK_COLUMN[self.state.require_area()]]
 
     def metrics(self) -> dict[str, int]:
-        column = WATERMARK_COLUMN[self.state.require_area()]
+        """The last progress row but its batch and watermark (an area without a stream-wide
+        watermark, exactly-once aggregation, has only counters there)."""
+        column = WATERMARK_COLUMN.get(self.state.require_area())
         return {k: v for k, v in self._last_progress().items() if k not in ("batch", column)}
 
     def partition_states(self) -> dict[tuple[int, int], tuple[int | None, str, int | None]]:
@@ -897,6 +962,40 @@ def event_verdict(state: ScenarioState, key: str, time: str, verdict: str) -> No
             [tuple(last[c] for c in cols)],
             state,
         )
+
+
+@then(rf"the messages{_BATCH_SCOPE} are:")
+def messages_are(
+    state: ScenarioState, scope: str | None, n: str | None, datatable: DataTable | None = None
+) -> None:
+    """| batch | seq | producer | partition | sequence | key | verdict |: the ``messages`` table
+    (all of it, or one batch), any subset of its columns; ``outside window`` reads as
+    ``outside_window`` (OXE-R3)."""
+    title = f"the messages in {scope} are" if scope else "the messages are"
+    _compare_table(state, "messages", datatable, title, _in_scope(state, scope, n))
+
+
+@then(rf"the aggregates{_BATCH_SCOPE} are:")
+def aggregates_are(
+    state: ScenarioState, scope: str | None, n: str | None, datatable: DataTable | None = None
+) -> None:
+    """| batch | key | kind | value | count |: the ``aggregates`` table (all of it, or one
+    batch), any subset of its columns; ``value`` is the text of a double (OXE-R17)."""
+    title = f"the aggregates in {scope} are" if scope else "the aggregates are"
+    _compare_table(state, "aggregates", datatable, title, _in_scope(state, scope, n))
+
+
+@then(r"the aggregate values are:")
+def aggregate_values_are(state: ScenarioState, datatable: DataTable | None = None) -> None:
+    """| key | kind | value | count |: every key's value after the last batch (its latest
+    ``aggregates`` row, OXE-R18), every key that has one and none other."""
+    _require(state, "exactly_once_aggregation", "the aggregate values are:")
+    columns, rows = state.table("aggregates")
+    latest = {r[1]: r for r in sorted(rows, key=lambda r: r[0])}  # by batch; one row per key and batch
+    allowed = columns[1:]  # all but the batch
+    header, expected = expect_table(state, datatable, "the aggregate values are:", allowed)
+    actual = project(columns, [latest[k] for k in sorted(latest)], header)
+    assert_rows("Then the aggregate values are", header, expected, actual, state)
 
 
 @then(r"these windows fire in batch (?P<n>\d+):")

@@ -34,6 +34,7 @@ AREAS = (
     "watermark_propagation",
     "late_data",
     "sla_admission",
+    "exactly_once_aggregation",
 )
 AREA_TITLES = {
     "keyed_watermarks": "Keyed watermarks",
@@ -43,6 +44,7 @@ AREA_TITLES = {
     "watermark_propagation": "Watermark propagation",
     "late_data": "Late data",
     "sla_admission": "SLA admission",
+    "exactly_once_aggregation": "Exactly-once aggregation",
 }
 SHARED = "harness.steps"
 MAX_CHOICES = 4  # more choices than this read better as <name>, listed under the entry
