@@ -16,6 +16,8 @@ Modules (one per spec area, named like the area's spec/<area>.md and reference/<
   ``watermark_propagation(df, ...)`` and ``native_watermark_report`` (two sources).
 - ``late_data``: oxirs late-data routing ``late_data(df, ...)``.
 - ``sla_admission``: oxirs SLA admission with load shedding ``sla_admission(df, ...)``.
+- ``exactly_once_aggregation``: oxirs exactly-once aggregation with de-duplication by
+  message id ``exactly_once_aggregation(df, ...)``.
 - ``load_signal``: a real load score for ``sla_admission``'s ``load_col``:
   ``ProgressLoadSignal`` (a listener publishing the score of each progress of a
   query) and ``with_load_score(df, signal)``.
@@ -37,6 +39,7 @@ __all__ = [
     "common",
     "engine",
     "eventtime_buffer",
+    "exactly_once_aggregation",
     "keyed_watermarks",
     "late_data",
     "load_signal",

@@ -30,7 +30,8 @@ How an operator is recognised in a checkpoint: its first stage is grouped by
 ``<p>_sid`` and ``<p>_bucket``, ``p`` the initials of the area's name
 (``kw_sid`` for keyed_watermarks); its second stage is grouped by ``stream_id``
 and ``kw_route`` like every other operator's, so it is recognised by the fields
-of its state value. Stateful operators of anything else in the same query are
+of its state value; a stage between the two (exactly-once aggregation's key stage,
+``Operator.middle``) by its own grouping key. Stateful operators of anything else in the same query are
 left alone. ``operators()`` lists, per area, the state variables of each stage
 and the function that decodes each: an operator the Spark engine runs that is
 missing there would be left alone too, so tests/test_spark_checkpoints.py fails
@@ -174,13 +175,28 @@ class Stage:
 
 @dataclass(frozen=True)
 class Operator:
-    """An area's operator as its checkpoint holds it."""
+    """An area's operator as its checkpoint holds it. An operator with a stateful stage between
+    the first and the second (exactly-once aggregation's key stage) names it ``middle``, with
+    the grouping key it is recognised by."""
 
     area: str
     version: int
     first: Stage
     second: Stage
     second_fields: tuple[str, ...]  # the fields of the second stage's layout value
+    middle: Stage | None = None
+    middle_key: tuple[str, ...] = ()
+
+    def stage(self, name: str) -> Stage:
+        """The stage called ``name`` in an inspection report: first, middle or second."""
+        if name == "middle" and self.middle is not None:
+            return self.middle
+        return self.first if name == "first" else self.second
+
+    def decoders(self) -> dict[str, Decoder]:
+        """Every state variable of every stage with its decoder (names are unique per operator)."""
+        middle = self.middle.variables if self.middle is not None else {}
+        return {**self.first.variables, **middle, **self.second.variables}
 
 
 def _fields(schema: str) -> tuple[str, ...]:
@@ -201,6 +217,7 @@ _OPERATORS: dict[str, Operator] | None = None
 
 def _known_operators() -> dict[str, Operator]:
     from spark_impl import eventtime_buffer as eb
+    from spark_impl import exactly_once_aggregation as eo
     from spark_impl import keyed_watermarks as kw
     from spark_impl import late_data as ld
     from spark_impl import partitioned_watermarks as pw
@@ -277,6 +294,20 @@ def _known_operators() -> dict[str, Operator]:
             Stage({"totals": lambda v, k: sa.StreamState.from_tuple(v, buckets_of(v))}, ("totals",)),
             _fields(sa.STREAM_SCHEMA),
         ),
+        "exactly_once_aggregation": Operator(
+            "exactly_once_aggregation", eo.LAYOUT_VERSION,
+            Stage({
+                "bucket": lambda v, k: eo.BucketState.from_tuple(v, buckets_of(v)),
+                "channels": lambda v, k: eo.unpack_channel(v),
+            }, ("bucket",)),
+            Stage({"totals": lambda v, k: eo.StreamState.from_tuple(v, buckets_of(v))}, ("totals",)),
+            _fields(eo.STREAM_SCHEMA),
+            middle=Stage({
+                "key_bucket": lambda v, k: eo.KeyBucketState.from_tuple(v, buckets_of(v)),
+                "aggregates": lambda v, k: eo.unpack_aggregate(v),
+            }, ("key_bucket",)),
+            middle_key=("stream_id", eo.KEY_BUCKET),
+        ),
     }  # fmt: skip
 
 
@@ -294,7 +325,7 @@ class StageReport:
 
     operator_id: int
     area: str | None  # None: not a stage of an operator of this release (left alone)
-    stage: str  # "first", "second" or "other"
+    stage: str  # "first", "middle", "second" or "other"
     variables: tuple[str, ...]
     layouts: dict[tuple[int, int], int] = field(default_factory=dict)  # (version, buckets) -> values
     values: int = 0  # the layout values read
@@ -356,7 +387,7 @@ def check_checkpoint(spark: Any, checkpoint_location: str, *, deep: bool = False
             if report.area is None:
                 continue
             operator = known[report.area]
-            stage = operator.first if report.stage == "first" else operator.second
+            stage = operator.stage(report.stage)
             for name in variables:
                 if name not in stage.variables:
                     unknown = "a state variable this release's operator does not have"
@@ -426,13 +457,15 @@ class _StageFrames:
 def _recognise(
     frames: _StageFrames, variables: Sequence[str], known: Mapping[str, Operator]
 ) -> tuple[str | None, str]:
-    """(area, stage) of a stateful stage: a first stage by its grouping key, a second stage
-    (whose key every operator shares) by the fields of its layout value."""
+    """(area, stage) of a stateful stage: a first or middle stage by its grouping key, a second
+    stage (whose key every operator shares) by the fields of its layout value."""
     key = tuple(frames[variables[0]].schema["key"].dataType.fieldNames())
-    for area in known:
+    for area, operator in known.items():
         prefix = stage_prefix(area)
         if key == (f"{prefix}_sid", f"{prefix}_bucket"):
             return area, "first"
+        if operator.middle is not None and key == operator.middle_key:
+            return area, "middle"
     if key != SECOND_STAGE_KEY:
         return None, "other"
     for area, operator in known.items():
@@ -512,8 +545,7 @@ def judge(plan: _Plan, value: tuple[Any, ...] | None, map_key: tuple[Any, ...]) 
         if version != plan.expected_version:
             refusal = layout_refusal(plan.area, "state layout version", version, plan.expected_version)
             return (_INCOMPATIBLE, version, buckets, refusal.finding)
-    operator = operators()[plan.area]
-    decoder = {**operator.first.variables, **operator.second.variables}[plan.variable]
+    decoder = operators()[plan.area].decoders()[plan.variable]
     try:
         decoder(value, map_key)
     except CheckpointError as error:

@@ -16,7 +16,7 @@ started without the inspection; a sound checkpoint passes, and so does an absent
 | profile | operators | checkpoints written by the child |
 |---|---|---|
 | ci, dev | one, chosen from the run's seed | sound, another layout |
-| thorough | all seven | sound, another layout, damaged |
+| thorough | all eight | sound, another layout, damaged |
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 AREAS = tuple(sorted(operators()))
 THOROUGH = profile_name() == "thorough"
 # Under ci one operator; the seed's next one, so seed 0 does not pick the operator the
-# duplicate-seq test picks (both take the seed modulo the seven areas).
+# duplicate-seq test picks (both take the seed modulo the eight areas).
 CHOSEN = AREAS if THOROUGH else (AREAS[(run_seed() + 1) % len(AREAS)],)
 MODES = ("sound", "newer", "damaged") if THOROUGH else ("sound", "newer")
 BUCKETS = 3  # ENGINE_BUCKETS of every operator: the harness's query shape
@@ -64,6 +64,7 @@ def _layout_values() -> dict[tuple[str, str], tuple[Any, ...]]:
     """(area, state variable) -> a value as the operator writes it, for every value that carries
     the layout (version, bucket count), each with a binary field of whole int64s."""
     from spark_impl import eventtime_buffer as eb
+    from spark_impl import exactly_once_aggregation as eo
     from spark_impl import keyed_watermarks as kw
     from spark_impl import late_data as ld
     from spark_impl import partitioned_watermarks as pw
@@ -92,11 +93,15 @@ def _layout_values() -> dict[tuple[str, str], tuple[Any, ...]]:
         ("late_data", "stream"): ld.StreamState(BUCKETS).to_tuple(),
         ("sla_admission", "bucket"): sa.BucketState(BUCKETS).to_tuple(),
         ("sla_admission", "totals"): sa.StreamState(BUCKETS).to_tuple(),
+        ("exactly_once_aggregation", "bucket"): eo.BucketState(BUCKETS, 1024).to_tuple(),
+        ("exactly_once_aggregation", "key_bucket"): eo.KeyBucketState(BUCKETS, "sum").to_tuple(),
+        ("exactly_once_aggregation", "totals"): eo.StreamState(BUCKETS).to_tuple(),
     }
 
 
 def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...]]]:
     """(area, MapState variable) -> (map key, a value as the operator writes it)."""
+    from spark_impl import exactly_once_aggregation as eo
     from spark_impl import keyed_watermarks as kw
     from spark_impl import late_data as ld
     from spark_impl import partitioned_watermarks as pw
@@ -143,12 +148,13 @@ def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...
         ("session_windows", "blocks"): ((0,), sessions.pack()),
         ("late_data", "sources"): ((4, False), ld.pack_source(9, np.array([[0, 10, 1]], np.int64))),
         ("sla_admission", "sla_streams"): (("s",), sa.SlaEntry(5).to_tuple()),
+        ("exactly_once_aggregation", "channels"): ((1, 0), eo.pack_channel(5, np.array([4, 5]), 1024)),
+        ("exactly_once_aggregation", "aggregates"): (("k",), (2, 0.5, 0)),
     }
 
 
 def _decoder(area: str, variable: str) -> Callable[[tuple[Any, ...], tuple[Any, ...]], Any]:
-    operator = operators()[area]
-    return {**operator.first.variables, **operator.second.variables}[variable]
+    return operators()[area].decoders()[variable]
 
 
 def _truncated(value: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -166,17 +172,14 @@ def test_every_operator_the_engine_runs_is_known_to_the_inspection() -> None:
     from spark_impl.engine import implemented_areas
 
     assert set(implemented_areas()) <= set(AREAS)
-    layout = {(a, v) for a, op in operators().items() for v in (*op.first.layout, *op.second.layout)}
-    assert layout == set(_layout_values())
-    maps = {
-        (a, v)
-        for a, op in operators().items()
-        for s in (op.first, op.second)
-        for v in s.variables
-        if v not in s.layout
+    stages = {
+        a: [s for s in (op.first, op.middle, op.second) if s is not None] for a, op in operators().items()
     }
+    layout = {(a, v) for a, ss in stages.items() for s in ss for v in s.layout}
+    assert layout == set(_layout_values())
+    maps = {(a, v) for a, ss in stages.items() for s in ss for v in s.variables if v not in s.layout}
     assert maps == set(_map_values())
-    assert {stage_prefix(a) for a in AREAS} == {"kw", "pw", "sw", "eb", "wp", "ld", "sa"}
+    assert {stage_prefix(a) for a in AREAS} == {"kw", "pw", "sw", "eb", "wp", "ld", "sa", "eoa"}
 
 
 @pytest.mark.clauses("TR-5")
@@ -538,7 +541,9 @@ def test_spark_an_absent_or_sound_checkpoint_passes_the_inspection(
     reports = check_checkpoint(spark, str(work / "sound" / "checkpoint"), deep=True)
     ours = [r for r in reports if r.area is not None]
     assert sorted((r.area, r.stage) for r in ours) == sorted(
-        (a, s) for a in CHOSEN for s in ("first", "second")
+        (a, s)
+        for a in CHOSEN
+        for s in ("first", "second", *(("middle",) if operators()[a].middle is not None else ()))
     )
     for r in ours:
         assert set(r.layouts) == {(operators()[r.area].version, BUCKETS)} and r.values > 0, r
