@@ -876,8 +876,7 @@ def exactly_once_aggregation(
         cols.append(F.col(name).isNull().alias(f"{alias}_null"))
     rows, unplaced = split_unplaced(df.select(*cols), "eoa_")  # TR-16: no seq or batch, no place
     if seq_col and not seq_unique:
-        # TR-15, before any row is routed; this operator adds no tick rows, so a "tick" is an item
-        rows = flag_duplicate_seqs(rows, "eoa_", exempt=("batch_end",))
+        rows = flag_duplicate_seqs(rows, "eoa_")  # TR-15, before any row is routed
     kind = F.col("eoa_kind") if "eoa_kind" in rows.columns else F.lit("event")
     channel = (kind == "event") & ~F.col("eoa_producer_null") & ~F.col("eoa_partition_null")
     spread = F.xxhash64(F.col("eoa_batch"), F.col("eoa_seq")) if seq_col else F.lit(0)

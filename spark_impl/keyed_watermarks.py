@@ -1889,7 +1889,7 @@ def keyed_watermarks(
         # The time is read from the projection: the input's own columns are gone by then.
         rows = with_ticks(rows, F.col("kw_processing_time"), "kw_").drop("kw_processing_time")
     if seq_col and not seq_unique:
-        rows = flag_duplicate_seqs(rows, "kw_")  # TR-15, before any row is routed
+        rows = flag_duplicate_seqs(rows, "kw_", exempt=("batch_end", "tick"))  # TR-15, before any routing
     kind = F.col("kw_kind") if "kw_kind" in rows.columns else F.lit("event")
     key_hash = F.xxhash64(F.col("kw_key"))
     unit = key_hash

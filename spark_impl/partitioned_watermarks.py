@@ -1290,7 +1290,7 @@ def partitioned_watermarks(
             for c in rows.columns
         ])  # fmt: skip
     if seq_col is not None and not seq_unique:
-        rows = flag_duplicate_seqs(rows, "pw_")  # TR-15, before the probes read the kinds
+        rows = flag_duplicate_seqs(rows, "pw_", exempt=("batch_end", TICK))  # TR-15, before the probes
     if seq_col is not None:
         rows = with_probes(rows)
     src, part = F.col("pw_source"), F.col("pw_partition")

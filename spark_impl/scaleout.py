@@ -325,7 +325,7 @@ def with_ticks(rows: Any, time: Any, prefix: str) -> Any:
 
 
 def flag_duplicate_seqs(
-    rows: Any, prefix: str, duplicate: Any = DUPLICATE_SEQ, exempt: Sequence[Any] = ("batch_end", "tick")
+    rows: Any, prefix: str, duplicate: Any = DUPLICATE_SEQ, exempt: Sequence[Any] = ("batch_end",)
 ) -> Any:
     """TR-15: ``rows`` with the kind of every row whose (stream, batch, seq) another row shares
     replaced by ``duplicate``, the other rows unchanged (all columns nullable).
@@ -333,7 +333,9 @@ def flag_duplicate_seqs(
     ``rows`` has the operator's internal columns ``prefix`` + sid, batch, seq and, when present,
     kind (absent: every row is an event), seq_null and batch_null (a row without a seq or a
     batch is compared with none). Rows whose kind is in ``exempt`` (markers and the operator's
-    own rows, no items) are neither marked nor counted. One stateless shuffle by the triple puts
+    own rows, no items) are neither marked nor counted; an operator that adds rows of its own
+    (processing-time ticks) names their kind here and renames a user's rows of that kind first,
+    so a user's "tick" is an item like any other. One stateless shuffle by the triple puts
     all its rows in one partition, where a ``mapInArrow`` step finds the repeats, vectorised; it
     holds one micro-batch's rows of its partition at a time. No state, so the query's stateful
     operators and their checkpoint stay as they are."""
