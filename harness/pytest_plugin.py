@@ -181,6 +181,7 @@ def chosen_engines(config: pytest.Config) -> list[str]:
 
 _RUNS = pytest.StashKey["EngineRuns"]()
 _RESULTS = pytest.StashKey[dict[str, "TestResult"]]()
+_SPARK_ONLY_CLAUSES = pytest.StashKey[set[str]]()
 _REPLAY_BEFORE = pytest.StashKey[tuple[Any, ...]]()
 _TAG_PROBLEMS = pytest.StashKey[list[str]]()
 
@@ -432,6 +433,13 @@ def _is_spark_only(item: pytest.Item) -> bool:
     return name.startswith(SPARK_ONLY_PREFIX) or item.get_closest_marker("spark_only") is not None
 
 
+def spark_only_clauses(items: list[pytest.Item]) -> set[str]:
+    """Clauses that only tests of the Spark implementation name: comparisons with Spark's own
+    operators, which no other engine can be asked about (shown as spark-only, not untested)."""
+    spark = {c for i in items if _is_spark_only(i) for c in item_clauses(i)}
+    return spark - {c for i in items if not _is_spark_only(i) for c in item_clauses(i)}
+
+
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
@@ -444,6 +452,7 @@ def pytest_collection_modifyitems(
     runs.load_all()  # an engine that cannot be loaded stops the run once, here
     exp_dir = Path(config.rootpath, config.getoption("expectations_dir"))
     runs.load_expectations(exp_dir)
+    config.stash[_SPARK_ONLY_CLAUSES] = spark_only_clauses(items)
     if not any(h.engine().name == "spark" for h in runs.handles.values()):
         spark_only = [i for i in items if _is_spark_only(i)]
         if spark_only:
@@ -964,18 +973,22 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
         for entry in block["entries"]:
             if entry.get("clause") and entry["status"] == "unexpected-pass":
                 table[(entry["clause"], block["engine"])]["unexpected_passes"] += 1
+    spark_only = config.stash.get(_SPARK_ONLY_CLAUSES, set())
     rows = []
     for cid in clause_ids:
         title, file = titles.get(cid, ("", ""))
         for e in engines:
             counts = table.get((cid, e), dict.fromkeys(COUNTS, 0))
+            status = _status(counts)
+            if status == "untested" and cid in spark_only and e != "spark":
+                status = "spark-only"
             rows.append(
                 {
                     "clause": cid,
                     "title": title,
                     "spec_file": file,
                     "engine": e,
-                    "status": _status(counts),
+                    "status": status,
                     **counts,
                     **{k: sorted(v) for k, v in covered_by[(cid, e)].items()},
                 }

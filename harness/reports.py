@@ -36,7 +36,7 @@ from harness.expectations import charged_clauses
 FORMAT = "eventtime-conformance-summary/2"
 
 # Row statuses, worst first, and what each means.
-STATUSES = ("FAIL", "unexpected-pass", "deviation", "xfail", "ok", "oracle-only", "untested")
+STATUSES = ("FAIL", "unexpected-pass", "deviation", "xfail", "ok", "oracle-only", "spark-only", "untested")
 STATUS_MEANING = {
     "FAIL": "a test of the clause failed",
     "unexpected-pass": "a test an expectation file marks as a known deviation passed: remove the entry",
@@ -44,6 +44,7 @@ STATUS_MEANING = {
     "xfail": "a test's own expected failure",
     "ok": "every test of the clause that ran passed",
     "oracle-only": "shown by the reference engine only (API-level scenarios, TR-10)",
+    "spark-only": "a comparison with Spark's own operators: only tests of the Spark implementation show it",
     "untested": "no test of the clause ran on the engine",
 }
 # Test outcomes, worst first.
@@ -456,7 +457,11 @@ def _md_engine(rep: _Report, engine: str, description: str) -> list[str]:
             lines.append(f"- {_md_code(file) + ': ' if file else ''}{_md(p)}")
         lines.append("")
 
-    for status, heading in (("xfail", "Expected failures"), ("oracle-only", "Oracle-only clauses")):
+    for status, heading in (
+        ("xfail", "Expected failures"),
+        ("oracle-only", "Oracle-only clauses"),
+        ("spark-only", "Clauses about Spark's own operators"),
+    ):
         found = with_status(status)
         if found:
             lines += [f"### {heading}", "", ", ".join(_md(c.id) for c in found), ""]
@@ -549,6 +554,7 @@ a.cid { font-weight: 600; white-space: nowrap; margin-right: 6px; }
 .st-unexpectedpass { background: var(--up); color:#7a3200; }
 .st-deviation { background: var(--dev); color:#5c4500; } .st-xfail { background: var(--xf); color:#3d2a73; }
 .st-ok { background: var(--ok); color:#1b4d1e; } .st-oracleonly { background: var(--oo); color:#1c3f63; }
+.st-sparkonly { background: var(--oo); color:#1c3f63; }
 .st-untested { background: var(--un); color:#555; } .st-other { background:#fff; color:#000; }
 .legend { display: flex; flex-wrap: wrap; gap: 6px 14px; margin: 6px 0 12px; padding: 0; list-style: none; }
 .legend li { display: flex; align-items: center; gap: 6px; }
@@ -567,6 +573,7 @@ div.cell.st-FAIL { border-left-color: var(--failb); }
 div.cell.st-unexpectedpass { border-left-color: var(--upb); }
 div.cell.st-deviation { border-left-color: var(--devb); } div.cell.st-xfail { border-left-color: var(--xfb); }
 div.cell.st-ok { border-left-color: var(--okb); } div.cell.st-oracleonly { border-left-color: var(--oob); }
+div.cell.st-sparkonly { border-left-color: var(--oob); }
 div.cell { background: #fafbfc; color: inherit; }
 div.cell h4 .swatch { margin-left: 6px; }
 table.tests { width: 100%; margin: 4px 0; background:#fff; }
@@ -924,6 +931,8 @@ def _skip_message(rep: _Report, clause: str, engine: str, status: str) -> str:
         if skipped:
             return f"untested: {len(skipped)} test{'s' if len(skipped) != 1 else ''} skipped"
         return "untested: no test of this clause ran on this engine"
+    if status == "spark-only":
+        return "spark-only: the clause compares Spark's own operators, which only Spark's tests can run"
     outcome = {"deviation": "deviation", "xfail": "xfailed", "oracle-only": "oracle-only"}.get(status)
     tests = rep.counting(clause, engine, outcome) if outcome else []
     reasons = list(dict.fromkeys(t.detail.strip().splitlines()[0] for t in tests if t.detail.strip()))

@@ -506,6 +506,22 @@ def test_a_real_runs_summary_renders(tmp_path: Path) -> None:
     assert "## Matrix" in (tmp_path / "conformance.md").read_text(encoding="utf-8")
 
 
+def test_a_clause_only_spark_tests_name_is_spark_only_on_the_other_engines(tmp_path: Path) -> None:
+    """OXE-R20 compares Spark's own operators: on the oracle it is spark-only, not untested."""
+    report = tmp_path / "conformance.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "features/test_exactly_once_aggregation.py",
+         "tests/test_spark_exactly_once_aggregation.py", "--engine", "reference", "-q",
+         "-p", "no:cacheprovider", "--conformance-report", str(report)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    status = {(r["clause"], r["engine"]): r["status"] for r in json.loads(report.read_text("utf-8"))["rows"]}
+    assert status[("OXE-R20", "reference")] == "spark-only"
+    assert status[("OXE-R1", "reference")] == "ok"  # a clause the scenarios show stays as it was
+    assert "Clauses about Spark's own operators" in (tmp_path / "conformance.md").read_text("utf-8")
+
+
 def test_write_reports(tmp_path: Path) -> None:
     summary = new_summary()
     before = copy.deepcopy(summary)
