@@ -106,6 +106,18 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         "progress": ("batch", "folded", "duplicates", "outside_window", "keys"),
         "errors": ("batch", "seq", "reason"),
     },
+    "window_joins": {
+        "pairs": (
+            "batch", "seq", "key", "left_batch", "left_seq", "left_time", "left_value", "right_batch",
+            "right_seq", "right_time", "right_value",
+        ),
+        "late": ("batch", "seq", "side", "key", "event_time", "watermark"),
+        "progress": (
+            "batch", "watermark", "left_events", "right_events", "pairs_emitted", "late_events_dropped",
+            "open_windows",
+        ),
+        "errors": ("batch", "seq", "reason"),
+    },  # fmt: skip
 }
 
 Row = tuple[Any, ...]

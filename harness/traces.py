@@ -114,6 +114,9 @@ class Item:
     producer: int | None = None
     sequence: int | None = None
     amount: str | int | float | bool | None = None
+    # window joins (OXJ-R1): the input an event arrives on, "left" or "right"; any other
+    # string is kept so that the area can report it
+    side: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ITEM_KINDS:
@@ -124,6 +127,8 @@ class Item:
                 raise InvalidTrace(f"a duplicate_seq item has no fields, got {carried}")
         if self.key is not None and not isinstance(self.key, str):
             raise InvalidTrace(f"key must be a string, got {self.key!r}")
+        if self.side is not None and not isinstance(self.side, str):
+            raise InvalidTrace(f"side must be a string, got {self.side!r}")
         _check_i64("event_time", self.event_time)
         _check_i64("time", self.time)
         # TR-3: values are 32-bit so that any window sum of them fits in i64.
@@ -180,6 +185,9 @@ class Item:
         if self.kind == "event" and (self.raw is not None or self.messages is not None):
             cell = json.dumps(self.raw if self.messages is None else self.messages)
             return f"event {self.key} raw={cell}" + (f" v={self.value}" if self.value else "")
+        if self.kind == "event" and self.side is not None:
+            extra = f" v={self.value}" if self.value else ""
+            return f"{self.side} {self.key}@{self.event_time}{extra}"
         if self.kind == "event" and self.key is not None:
             extra = (f" v={self.value}" if self.value else "") + (
                 f" p={self.priority}" if self.priority is not None else ""
