@@ -62,6 +62,7 @@ AREA_FIELDS: dict[str, tuple[str, ...]] = {
     "eventtime_buffer": ("key", "value", "time", "raw", "messages"),
     "sla_admission": ("key", "event_time", "time", "priority", "metrics"),
     "exactly_once_aggregation": ("producer", "partition", "sequence", "key", "amount"),
+    "window_joins": ("side", "key", "event_time", "value", "time"),
 }
 # A kind each area does not accept: the item a row of no kind (null, "", "tick") means (TR-16).
 FOREIGN_KIND = {
@@ -82,15 +83,16 @@ NULL_STREAM_CONFIG: dict[str, dict[str, Any]] = {
     },
     "sla_admission": {"streams": {}, "policy": "Strict"},
     "exactly_once_aggregation": {"aggregate": "sum", "dedup_window": 1024},
+    "window_joins": {"join": "tumbling_tumbling", "size_ms": 10},
 }  # fmt: skip
 
 # Columns of a row (the engine's input columns, spark_impl.engine.INPUT_SCHEMA) and their
 # Spark type in the plain typing; numbers are long, text cells string.
 ROW_COLUMNS = (
     "trace_id", "batch", "seq", "kind", "key", "event_time", "value", "partition", "source", "time",
-    "count", "core", "raw", "messages", "priority", "metrics", "producer", "sequence", "amount",
+    "count", "core", "raw", "messages", "priority", "metrics", "producer", "sequence", "amount", "side",
 )  # fmt: skip
-TEXT_COLUMNS = frozenset({"trace_id", "kind", "key", "raw", "messages", "metrics", "amount"})
+TEXT_COLUMNS = frozenset({"trace_id", "kind", "key", "raw", "messages", "metrics", "amount", "side"})
 # JSON text in the engine's rows, as in spark_impl.engine
 JSON_COLUMNS = ("raw", "messages", "metrics", "amount")
 DELIVERY = "delivered_in"  # a row's micro-batch, kept apart from its (possibly null) batch cell
@@ -410,6 +412,8 @@ def row_item(row: Mapping[str, Any], area: str) -> tuple[Item, str | None]:
             fields[name] = row[name]
     if "amount" in wanted:
         fields["amount"] = amount_cell(row["amount"])
+    if "side" in wanted:
+        fields["side"] = row.get("side")  # OXJ-R19: any text is kept, so that the area can report it
     if "messages" in wanted and row["messages"] is not None:
         fields["messages"] = messages_cell(row["messages"])
     elif "raw" in wanted:
@@ -495,6 +499,8 @@ AMOUNT_TEXTS = (
     "true", "null", "[]", "{}", "", "abc", "{", "-0", "-0.0", "0.0", "0.1", "1e-400", "-1e-400",
     "9007199254740993", " 2 ", "2e3", "0.30000000000000004",
 )  # fmt: skip
+# OXJ-R19: sides a join does not read as its left or right input (compared as text, exactly)
+ODD_SIDES = ("", "Left", "RIGHT", " left", "right ", "both", "None", "null")
 ODD_KINDS = ("", "EVENT", " event", "tick", "probe", "summary", VALUE_OUT_OF_RANGE, "duplicate_seq", "clock ")
 
 
@@ -572,6 +578,8 @@ def mutations_of(area: str) -> dict[str, Mutation]:
         out["odd metrics"] = _set("metrics", lambda t: METRICS_TEXTS, ("load",))
     if "amount" in fields:
         out["odd amount text"] = _set("amount", lambda t: AMOUNT_TEXTS, ("event",))
+    if "side" in fields:
+        out["odd side"] = _set("side", lambda t: ODD_SIDES, ("event",))
     return out
 
 

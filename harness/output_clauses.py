@@ -436,6 +436,60 @@ SHOWN: dict[str, AreaClauses] = {
             "errors": TableClauses(key=("batch", "seq"), rows=("OXE-R16",), columns={"reason": ("OXE-R16",)}),
         },
     ),
+    "window_joins": AreaClauses(
+        refusal=("OXJ-R18",),
+        tables={
+            "pairs": TableClauses(
+                # a (left, right) pair is emitted at most once (R3), so its two events name it; the
+                # emitting item is a value a wrong emission rule changes
+                key=("left_batch", "left_seq", "right_batch", "right_seq"),
+                # which pairs exist: each join's rule, its lateness and purge, and what crosses a restart
+                rows=(
+                    "OXJ-R3", "OXJ-R4", "OXJ-R5", "OXJ-R7", "OXJ-R8", "OXJ-R9", "OXJ-R10", "OXJ-R11",
+                    "OXJ-R12", "OXJ-R13", "OXJ-R14", "OXJ-R15", "OXJ-R21",
+                ),
+                columns={
+                    "batch": ("OXJ-R3", "OXJ-R6", "OXJ-R11", "OXJ-R15"),
+                    "seq": ("OXJ-R3", "OXJ-R6", "OXJ-R11", "OXJ-R15"),
+                    "key": ("OXJ-R3", "OXJ-R20"),
+                    "left_time": ("OXJ-R3", "OXJ-R20"),
+                    "left_value": ("OXJ-R3", "OXJ-R20"),
+                    "right_time": ("OXJ-R3", "OXJ-R20"),
+                    "right_value": ("OXJ-R3", "OXJ-R20"),
+                },
+            ),
+            "late": TableClauses(
+                key=("batch", "seq"),
+                rows=("OXJ-R4", "OXJ-R7", "OXJ-R8", "OXJ-R11", "OXJ-R14"),  # one row per late event
+                columns={
+                    "side": ("OXJ-R1", "OXJ-R20"),
+                    "key": ("OXJ-R1", "OXJ-R20"),
+                    "event_time": ("OXJ-R1", "OXJ-R20"),
+                    "watermark": ("OXJ-R2", "OXJ-R21"),  # current at the event's arrival
+                },
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("OXJ-R17",),
+                columns={
+                    "watermark": ("OXJ-R2", "OXJ-R21"),
+                    "left_events": ("OXJ-R7", "OXJ-R11", "OXJ-R14", "OXJ-R17", "OXJ-R21"),
+                    "right_events": ("OXJ-R7", "OXJ-R11", "OXJ-R14", "OXJ-R17", "OXJ-R21"),
+                    "pairs_emitted": (
+                        "OXJ-R3", "OXJ-R5", "OXJ-R9", "OXJ-R10", "OXJ-R11", "OXJ-R12", "OXJ-R13", "OXJ-R15",
+                        "OXJ-R17", "OXJ-R21",
+                    ),
+                    "late_events_dropped": ("OXJ-R7", "OXJ-R11", "OXJ-R14", "OXJ-R17", "OXJ-R21"),
+                    # held panes (tumbling), left panes (sliding), sessions awaiting partners (session)
+                    "open_windows": ("OXJ-R4", "OXJ-R11", "OXJ-R12", "OXJ-R16", "OXJ-R17", "OXJ-R21"),
+                },
+            ),
+            # R19: the reasons and their order; R2: watermark_regressed
+            "errors": TableClauses(
+                key=("batch", "seq"), rows=("OXJ-R2", "OXJ-R19"), columns={"reason": ("OXJ-R2", "OXJ-R19")}
+            ),
+        },
+    ),
 }  # fmt: skip
 
 

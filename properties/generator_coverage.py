@@ -79,6 +79,7 @@ AREAS = (
     "late_data",
     "sla_admission",
     "exactly_once_aggregation",
+    "window_joins",
 )
 
 

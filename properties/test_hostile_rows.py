@@ -58,6 +58,7 @@ ERROR_CLAUSES = {
     "eventtime_buffer": "VELO-R23",
     "sla_admission": "OXS-R15",
     "exactly_once_aggregation": "OXE-R16",
+    "window_joins": "OXJ-R19",
 }
 # (tables per area, batches per table, typings per area) by profile
 BUDGET = {"dev": (2, 2, 1), "ci": (2, 2, 1), "thorough": (6, 4, 3)}

@@ -86,6 +86,16 @@ from reference.watermark_propagation import (
     WatermarkPropagator,
     WatermarkViolation,
 )
+from reference.window_joins import (
+    JoinEvent,
+    JoinOutcome,
+    JoinPair,
+    SessionSessionJoin,
+    TumblingSlidingJoin,
+    TumblingTumblingJoin,
+    WatermarkRegressed,
+    WindowJoinStats,
+)
 
 __all__ = [
     "DuplicateEventtimeType",
@@ -158,4 +168,12 @@ __all__ = [
     "WatermarkGenerator",
     "WatermarkPropagator",
     "WatermarkViolation",
+    "JoinEvent",
+    "JoinOutcome",
+    "JoinPair",
+    "SessionSessionJoin",
+    "TumblingSlidingJoin",
+    "TumblingTumblingJoin",
+    "WatermarkRegressed",
+    "WindowJoinStats",
 ]
