@@ -34,6 +34,9 @@ in every output table: the first batch a scenario creates is batch 0.
   (key, event_time, value, time, source, partition, count, core).
 * F064 names a partition ``S/P`` (source/partition): ``When partition 0/3 is
   marked idle``, ``When source 0 is registered with 4 partitions``.
+* Window joins give each event its input in a ``side`` column (``left`` or
+  ``right``) of the events or items table, and the join's watermark with
+  ``When the join watermark reaches 30 ms`` or a ``watermark`` item.
 * ``When an empty batch passes`` creates a batch without items.
 * ``When the input ends`` adds an ``end`` item (TR-14), in a new batch or, with
   ``in the same batch``, after the latest batch's items.
@@ -77,7 +80,7 @@ _TIME_RE = re.compile(r"^\s*(?:(I64_MAX|I64_MIN)\s*(?:([+-])\s*([0-9_]+))?|(-?[0
 STRING_COLUMNS = {"key", "verdict", "state", "reason", "kind", "metric", "setting", "channel"}
 # Columns that hold text in one area only: an aggregate's double is text (OXE-R17), while the
 # reorder buffer's ``value`` is an integer.
-AREA_STRING_COLUMNS = {"exactly_once_aggregation": {"number"}}
+AREA_STRING_COLUMNS = {"exactly_once_aggregation": {"number"}, "window_joins": {"side"}}
 NULL_CELLS = {"", "-", "none", "null"}
 
 
@@ -420,6 +423,27 @@ SETTING_PHRASES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str,
         lambda m: {"dedup_window": parse_time(m["n"])},
     ),
     (re.compile(r"the default configuration"), lambda m: {}),
+    # window joins (OXJ-R18): one phrase names the join and its pane sizes
+    (
+        re.compile(r"a tumbling-tumbling join of (?P<v>.+?) ms panes"),
+        lambda m: {"join": "tumbling_tumbling", "size_ms": parse_time(m["v"])},
+    ),
+    (
+        re.compile(r"a tumbling-sliding join of (?P<v>.+?) ms left panes"),
+        lambda m: {"join": "tumbling_sliding", "left_size_ms": parse_time(m["v"])},
+    ),
+    (
+        re.compile(r"right windows of (?P<size>.+?) ms sliding every (?P<slide>.+?) ms"),
+        lambda m: {"right_size_ms": parse_time(m["size"]), "right_slide_ms": parse_time(m["slide"])},
+    ),
+    (
+        re.compile(r"a session-session join with a gap of (?P<v>.+?) ms"),
+        lambda m: {"join": "session_session", "gap_ms": parse_time(m["v"])},
+    ),
+    (
+        re.compile(r"an allowed lateness of (?P<v>.+?) ms"),
+        lambda m: {"allowed_lateness_ms": parse_time(m["v"])},  # window joins' name for it
+    ),
 ]
 _PHRASE_STARTS = r"(?:an? bounded delay|an? idle timeout|at most|tumbling windows|an? max(?:imum)? lateness)"
 
@@ -469,6 +493,17 @@ def configure_more(state: ScenarioState, settings: str) -> None:
     """And an idle timeout of 1000 ms"""
     state.require_area()
     state.config.update(parse_settings(settings))
+
+
+@given(r"the setting (?P<name>[a-z_]+) is (?:left out|(?P<value>.+))")
+def setting_is(state: ScenarioState, name: str, value: str | None) -> None:
+    """And the setting size_ms is 0 / is left out: changes one setting of the configuration
+    given so far (a value typed as in ``configured with:``), to write refusals as outlines."""
+    state.require_area()
+    if value is None:
+        state.config.pop(name, None)
+    else:
+        state.config[name] = parse_setting_value(value)
 
 
 @given(rf"(?P<area>{_AREAS}) configured with:")
@@ -605,6 +640,12 @@ def engine_restarts(state: ScenarioState) -> None:
 @when(r"the engine keeps running")
 def engine_keeps_running(state: ScenarioState) -> None:
     """A no-op, the twin of a restart in a Scenario Outline (restart or not, same output)."""
+
+
+@when(rf"the join watermark (?:reaches|goes back to) (?P<time>.+?) ms{_SAME}")
+def join_watermark(state: ScenarioState, time: str, same: str | None) -> None:
+    """A ``watermark`` item of window joins (OXJ-R2): the join's input watermark, one per join."""
+    state.add([Item("watermark", time=parse_time(time))], "in the same batch" if same else "in one batch")
 
 
 # -- partitioned watermarks (F064): sources and partitions, written S/P ("0/3")
@@ -998,6 +1039,26 @@ def aggregate_values_are(state: ScenarioState, datatable: DataTable | None = Non
     assert_rows("Then the aggregate values are", header, expected, actual, state)
 
 
+@then(rf"the pairs{_BATCH_SCOPE} are:")
+def pairs_are(
+    state: ScenarioState, scope: str | None, n: str | None, datatable: DataTable | None = None
+) -> None:
+    """| batch | seq | key | left_time | right_time | ...: window joins' ``pairs`` table (all of
+    it, or one batch), any subset of its columns (OXJ-R3)."""
+    title = f"the pairs in {scope} are" if scope else "the pairs are"
+    _compare_table(state, "pairs", datatable, title, _in_scope(state, scope, n))
+
+
+@then(rf"the late events{_BATCH_SCOPE} are:")
+def late_events_are(
+    state: ScenarioState, scope: str | None, n: str | None, datatable: DataTable | None = None
+) -> None:
+    """| batch | seq | side | key | event_time | watermark |: the area's ``late`` table (all of
+    it, or one batch), any subset of its columns."""
+    title = f"the late events in {scope} are" if scope else "the late events are"
+    _compare_table(state, "late", datatable, title, _in_scope(state, scope, n))
+
+
 @then(r"these windows fire in batch (?P<n>\d+):")
 def windows_fire_in(state: ScenarioState, n: str, datatable: DataTable | None = None) -> None:
     """| key | window_start | window_end | count | sum |: exactly the windows of batch n."""
@@ -1081,6 +1142,15 @@ def configuration_rejected(state: ScenarioState) -> None:
             f"{state.engine_name} returned {got}",
             state,
         )
+
+
+@then(r"the configuration is rejected naming (?P<setting>\S+)")
+def configuration_rejected_naming(state: ScenarioState, setting: str) -> None:
+    """The engine answers the trace with InvalidConfig and its message names the setting (TR-6)."""
+    configuration_rejected(state)
+    message = str(state.raw_output())
+    if setting not in message:
+        _fail(f"InvalidConfig for {state.config!r} does not name {setting!r}: {message}", state)
 
 
 __all__ = [

@@ -35,6 +35,7 @@ AREAS = (
     "late_data",
     "sla_admission",
     "exactly_once_aggregation",
+    "window_joins",
 )
 AREA_TITLES = {
     "keyed_watermarks": "Keyed watermarks",
@@ -45,6 +46,7 @@ AREA_TITLES = {
     "late_data": "Late data",
     "sla_admission": "SLA admission",
     "exactly_once_aggregation": "Exactly-once aggregation",
+    "window_joins": "Window joins",
 }
 SHARED = "harness.steps"
 MAX_CHOICES = 4  # more choices than this read better as <name>, listed under the entry
