@@ -1,30 +1,42 @@
 """``SparkEngine``: the harness engine (spec/traces.md TR-9) on Spark Structured Streaming.
 
 Areas: every area with a ``spark_impl.<area>`` module (``area_module``).
-All traces of one ``run()``, of every area, go through ONE streaming query:
+The traces of one ``run()`` go through one multiplexed streaming query per
+area (``query_groups``), a few of them at the same time in the one session:
 
 - configs are validated first (``InvalidConfig`` instances answer the invalid
   traces; Spark is not started when no trace is valid, nor for ``run([])``);
-- every item becomes a row ``(trace_id, area, batch, seq, kind, key,
+- the valid traces are split into queries, one area per query. Each start of
+  a query costs seconds of planning (Spark starts a Python process per
+  stateful operator) and every micro-batch runs every operator of its query,
+  so per-area queries never do more of either than one query of all areas: an
+  area's operators are planned only at its own restart points and run only its
+  own batches. Up to ``concurrent_queries`` queries run at once from a thread
+  pool, so one query's fixed latency overlaps with another's work.
+  ``split_restarts=True`` also puts an area's traces without restart points in
+  a query of their own (more query starts and micro-batches in all);
+- in each query every item becomes a row ``(trace_id, area, batch, seq, kind, key,
   event_time, value, time, source, partition, count, core)``; each trace
   also gets a ``batch_end`` row per batch, so an empty trace batch still
-  produces its progress row. The rows go to a temporary parquet file read by
-  the ``trace`` source (one trace batch per micro-batch,
+  produces its progress row. The rows go to the query's own temporary parquet
+  file read by the ``trace`` source (one trace batch per micro-batch,
   ``Trigger.AvailableNow``);
 - the source is read once per micro-batch and split by the ``area`` column:
-  each area present in the run gets its operator (``engine_output`` of its
+  each area present in the query gets its operator (``engine_output`` of its
   module), and their outputs are unioned by column name
-  into one sink (one micro-batch per trace batch for all areas together);
+  into one sink (``combined_output``, which also takes all areas at once);
 - the stream id is the trace id: the operator groups by it, so the trace id
   is part of every state key, and each trace's own config is applied to its
   stream (``stream_configs``): one query for all configs;
-- the output goes to a parquet sink with a checkpoint in a temporary
-  directory; after the run the sink is read back and split per trace;
-- restarts (TR-5, F065-R24): the query stops after every batch that any
-  trace names in ``restart_after`` and a new query continues from the same
-  checkpoint (the source's ``end_batch`` option). Traces that did not ask
-  for a restart are restarted too, which the clause allows (the output of a
-  restarted run equals the uninterrupted one).
+- each query writes to its own parquet sink with its own checkpoint in a temporary
+  directory; after the run the sinks are read back and split per trace;
+- restarts (TR-5, F065-R24): a query stops after every batch that one of its
+  traces names in ``restart_after`` and a new query continues from the same
+  checkpoint (the source's ``end_batch`` option). A trace of the same query
+  that named another batch, or none, is restarted there too, which the clause
+  allows (the output of a restarted run equals the uninterrupted one);
+- a query that fails stops the others and ``run`` raises ``RuntimeError``
+  naming its areas.
 """
 
 from __future__ import annotations
@@ -35,11 +47,20 @@ import json
 import os
 import shutil
 import tempfile
+import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from harness.outputs import TABLES, Output
 from harness.traces import ITEM_FIELD_TYPES, InvalidConfig, Trace
+
+#: queries of one run at once: on 2 cores, one plans or restarts while another computes
+DEFAULT_CONCURRENT_QUERIES = 2
+#: Spark's failure when a Python process it starts does not connect back within 10 s
+WORKER_START_TIMEOUT = "Python worker failed to connect back"
+#: restarts from the checkpoint after that failure before the query counts as failed
+WORKER_START_RETRIES = 2
 
 # Input columns: every item field, int fields as int64, every other field as a string
 # (``json`` fields carry their JSON text: one column type for every trace).
@@ -70,9 +91,25 @@ class SparkEngine:
     name = "spark"
     areas = implemented_areas()
 
-    def __init__(self, spark: Any = None, partitions: int = 1) -> None:
+    def __init__(
+        self,
+        spark: Any = None,
+        partitions: int = 1,
+        concurrent_queries: int = DEFAULT_CONCURRENT_QUERIES,
+        split_queries: bool = True,
+        split_restarts: bool = False,
+    ) -> None:
+        """``partitions``: input partitions per micro-batch. ``concurrent_queries``: how many of a
+        run's queries run at once. ``split_queries=False`` sends every trace of a run through one
+        query (every area, restarted after every batch any trace names); ``split_restarts=True``
+        splits each area's query into the traces with restart points and those without."""
+        if concurrent_queries < 1:
+            raise ValueError(f"concurrent_queries={concurrent_queries}: give a whole number >= 1")
         self._spark = spark
         self.partitions = partitions
+        self.concurrent_queries = concurrent_queries
+        self.split_queries = split_queries
+        self.split_restarts = split_restarts
         self.last_run_seconds: float | None = None
 
     @property
@@ -107,22 +144,64 @@ class SparkEngine:
             valid[tid] = (i, trace)
             configs[tid] = dict(trace.config)
         if valid:
-            outputs = self._run_query(valid, configs)
+            groups = query_groups(valid, self.split_restarts) if self.split_queries else [valid]
+            outputs = self._run_queries(groups, configs)
             for tid, (i, _) in valid.items():
                 results[i] = outputs[tid]
         return results  # type: ignore[return-value]
 
-    # ---- one multiplexed query ---------------------------------------------
+    # ---- a few multiplexed queries at once -----------------------------------
 
-    def _run_query(
-        self, traces: dict[str, tuple[int, Trace]], configs: dict[str, dict[str, Any]]
+    def _run_queries(
+        self, groups: list[dict[str, tuple[int, Trace]]], configs: dict[str, dict[str, Any]]
     ) -> dict[str, Output]:
         import time
+        from concurrent.futures import ThreadPoolExecutor
 
+        spark = self.spark  # the session starts here, not in a pool thread
+        started = time.perf_counter()
+        runs = _Runs()
+        outputs: dict[str, Output] = {}
+        if len(groups) == 1 or self.concurrent_queries == 1:
+            for group in groups:
+                outputs.update(self._run_query(spark, group, configs, runs))
+        else:
+
+            def run_one(group: dict[str, tuple[int, Trace]]) -> dict[str, Output]:
+                try:
+                    return self._run_query(spark, group, configs, runs)
+                except BaseException as error:
+                    runs.fail(error)  # at once: the other queries stop now, not when their turn comes
+                    raise
+
+            pool = ThreadPoolExecutor(
+                max_workers=min(self.concurrent_queries, len(groups)), thread_name_prefix="spark-engine"
+            )
+            try:
+                futures = [pool.submit(run_one, group) for group in groups]
+                for future in futures:
+                    if future.exception() is None:  # waits for it
+                        outputs.update(future.result())
+            except BaseException as error:  # Ctrl-C while waiting: the running queries stop too
+                runs.fail(error)
+                raise
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+            if runs.failure is not None:
+                raise runs.failure
+        self.last_run_seconds = time.perf_counter() - started
+        return outputs
+
+    def _run_query(
+        self,
+        spark: Any,
+        traces: dict[str, tuple[int, Trace]],
+        configs: dict[str, dict[str, Any]],
+        runs: _Runs,
+    ) -> dict[str, Output]:
         from spark_impl.checkpoints import check_checkpoint
-        from spark_impl.trace_source import SOURCE_NAME, write_trace_file
+        from spark_impl.trace_source import write_trace_file
 
-        spark = self.spark
         work = tempfile.mkdtemp(prefix="spark-engine-")
         areas = sorted({t.area for _, t in traces.values()})
         try:
@@ -132,42 +211,129 @@ class SparkEngine:
             stops = sorted({b for _, t in traces.values() for b in t.restart_after} | {num_batches - 1})
             sink = os.path.join(work, "sink")
             checkpoint = os.path.join(work, "checkpoint")
-            started = time.perf_counter()
             for i, end_batch in enumerate(stops):
+                runs.check()
                 if i == 1:
                     # TR-5: the first restart inspects the checkpoint the first query wrote (later
                     # ones continue from what the same code wrote seconds before; each costs ~2 s)
                     check_checkpoint(spark, checkpoint)
-                df = (
-                    spark.readStream.format(SOURCE_NAME)
-                    .option("path", path)
-                    .option("num_batches", str(num_batches))
-                    .option("end_batch", str(end_batch))
-                    .option("partitions", str(self.partitions))
-                    .load()
-                )
-                output = combined_output(df, traces, configs)
-                query = (
-                    output.writeStream.format("parquet")
-                    .option("checkpointLocation", checkpoint)
-                    .option("path", sink)
-                    .outputMode("append")
-                    .trigger(availableNow=True)
-                    .start()
-                )
-                try:
-                    query.awaitTermination()
-                finally:
-                    if query.isActive:
-                        query.stop()
-                error = query.exception()
-                if error is not None:
-                    raise RuntimeError(f"{'+'.join(areas)} query failed: {error}")
-            self.last_run_seconds = time.perf_counter() - started
+                for attempt in range(WORKER_START_RETRIES + 1):
+                    error = self._run_until(spark, traces, configs, runs, path, num_batches, end_batch, work)
+                    if error is None or runs.failure is not None:
+                        break
+                    if attempt < WORKER_START_RETRIES and WORKER_START_TIMEOUT in str(error):
+                        # Spark waits 10 s for a new Python process; a busy machine can miss that
+                        again = f"{'+'.join(areas)}: {WORKER_START_TIMEOUT}; restarting from the checkpoint"
+                        warnings.warn(again, RuntimeWarning, stacklevel=1)
+                        continue
+                    raise RuntimeError(f"{'+'.join(areas)} query failed: {error}") from error
+            runs.check()
             rows = spark.read.parquet(sink).collect()
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return _split(rows, traces)
+
+    def _run_until(
+        self,
+        spark: Any,
+        traces: dict[str, tuple[int, Trace]],
+        configs: dict[str, dict[str, Any]],
+        runs: _Runs,
+        path: str,
+        num_batches: int,
+        end_batch: int,
+        work: str,
+    ) -> BaseException | None:
+        """One query on the checkpoint in ``work``, from where it stopped to ``end_batch``;
+        returns its failure, or None when it ended or was stopped."""
+        from spark_impl.trace_source import SOURCE_NAME
+
+        df = (
+            spark.readStream.format(SOURCE_NAME)
+            .option("path", path)
+            .option("num_batches", str(num_batches))
+            .option("end_batch", str(end_batch))
+            .option("partitions", str(self.partitions))
+            .load()
+        )
+        output = combined_output(df, traces, {tid: configs[tid] for tid in traces})
+        query = (
+            output.writeStream.format("parquet")
+            .option("checkpointLocation", os.path.join(work, "checkpoint"))
+            .option("path", os.path.join(work, "sink"))
+            .outputMode("append")
+            .trigger(availableNow=True)
+            .start()
+        )
+        runs.started(query)
+        try:
+            query.awaitTermination()
+        except Exception as error:  # noqa: BLE001 - classic Spark raises the query's failure here
+            return error
+        finally:
+            if query.isActive:
+                query.stop()
+            runs.ended(query)
+        return query.exception()
+
+
+class _Stopped(Exception):
+    """A query stopped because another query of the same run failed."""
+
+
+class _Runs:
+    """The queries of one ``run`` that are active now, and its first failure: a failure stops
+    every active query, and a query not yet started does not start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: set[Any] = set()
+        self.failure: BaseException | None = None
+
+    def started(self, query: Any) -> None:
+        with self._lock:
+            self._active.add(query)
+            stop = self.failure is not None
+        if stop:
+            query.stop()
+
+    def ended(self, query: Any) -> None:
+        with self._lock:
+            self._active.discard(query)
+
+    def check(self) -> None:
+        if self.failure is not None:
+            raise _Stopped()
+
+    def fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self.failure is None and not isinstance(error, _Stopped):
+                self.failure = error
+            active = list(self._active)
+        for query in active:
+            try:
+                query.stop()
+            except Exception:  # noqa: BLE001 - it may have ended meanwhile; the failure is reported
+                pass
+
+
+def query_groups(
+    traces: dict[str, tuple[int, Trace]], split_restarts: bool = False
+) -> list[dict[str, tuple[int, Trace]]]:
+    """The queries ``SparkEngine.run`` sends ``traces`` through, longest first: one per area;
+    with ``split_restarts``, an area's traces without restart points in one query and those
+    with restart points in another."""
+    groups: dict[tuple[str, bool], dict[str, tuple[int, Trace]]] = {}
+    for tid, (i, trace) in traces.items():
+        groups.setdefault((trace.area, split_restarts and bool(trace.restart_after)), {})[tid] = (i, trace)
+    return sorted(groups.values(), key=_query_cost, reverse=True)
+
+
+def _query_cost(traces: dict[str, tuple[int, Trace]]) -> tuple[int, int]:
+    """Starts and micro-batches: what a query's time grows with most."""
+    stops = {b for _, t in traces.values() for b in t.restart_after}
+    batches = max(len(t.batches) for _, t in traces.values())
+    return (len(stops) + 1, batches)
 
 
 def combined_output(df: Any, traces: dict[str, tuple[int, Trace]], configs: dict[str, dict[str, Any]]) -> Any:
@@ -219,4 +385,4 @@ def _split(rows: list[Any], traces: dict[str, tuple[int, Trace]]) -> dict[str, O
     return out
 
 
-__all__ = ["SparkEngine", "combined_output"]
+__all__ = ["SparkEngine", "combined_output", "query_groups"]

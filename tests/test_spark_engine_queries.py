@@ -1,0 +1,98 @@
+"""How ``SparkEngine.run`` splits a run into queries (spark_impl/engine.py, spec/traces.md TR-9).
+
+A run's traces go through several streaming queries, a few at once; the outputs must be the
+oracle's, restart points included (TR-5), and a query that fails must end the run with
+``RuntimeError`` naming its area, no query left running. Every Spark suite compares the grouped
+run with the oracle too; these tests keep the runs tiny, since each query start costs seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from harness.engine import run_canonical
+from harness.reference_engine import ReferenceEngine
+from harness.traces import InvalidConfig, Trace, event
+from properties.keyed_watermarks_strategies import DIFFERENTIAL as KEYED_WATERMARKS
+from properties.late_data_strategies import DIFFERENTIAL as LATE_DATA
+from properties.strategies import generate
+from spark_impl import engine as engine_module
+from spark_impl.engine import SparkEngine, query_groups
+
+TRACES_PER_AREA = 3
+
+
+def small_run() -> list[Trace]:
+    """A few generated traces of two areas cut to two batches, some restarted after the first,
+    and one refused configuration."""
+    traces: list[Trace] = []
+    for (strategy, _), seed in ((LATE_DATA[0], 11), (KEYED_WATERMARKS[0], 12)):
+        for i, trace in enumerate(generate(strategy, TRACES_PER_AREA, seed)):
+            # two batches and one restart point: every query starts at most twice, which keeps it cheap
+            trace = dataclasses.replace(trace, batches=trace.batches[:2], restart_after=frozenset())
+            if i % 2 == 0 and len(trace.batches) == 2:
+                trace = dataclasses.replace(trace, restart_after=frozenset({0}))
+            traces.append(trace)
+    traces.append(Trace(area="late_data", config={"policy": "NoSuchPolicy"}, batches=((event("a", 1),),)))
+    return traces
+
+
+@pytest.mark.clauses("TR-5", "TR-9")
+def test_spark_grouped_queries_answer_as_the_oracle() -> None:
+    from spark_impl.session import get_spark
+
+    traces = small_run()
+    assert any(t.restart_after for t in traces) and any(not t.restart_after for t in traces)
+    spark = get_spark()
+    # the finest split: four queries here, two of them restarted, two at once
+    grouped = run_canonical(SparkEngine(spark, concurrent_queries=2, split_restarts=True), traces)
+    oracle = run_canonical(ReferenceEngine(), traces)
+    for trace, mine, expected in zip(traces, grouped, oracle, strict=True):
+        if isinstance(expected, InvalidConfig):
+            assert isinstance(mine, InvalidConfig), trace.dumps()
+        else:
+            assert mine == expected, trace.dumps()
+    assert spark.streams.active == []
+
+
+@pytest.mark.clauses("TR-9")
+def test_spark_a_failing_query_ends_the_run_naming_its_area(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark.sql import functions as F
+
+    from spark_impl.session import get_spark
+
+    real_output = engine_module.combined_output
+
+    def late_data_fails(df: Any, traces: dict[str, tuple[int, Trace]], configs: dict[str, Any]) -> Any:
+        output = real_output(df, traces, configs)
+        if any(t.area == "late_data" for _, t in traces.values()):
+            failure = F.raise_error(F.concat(F.lit("this test fails the query at "), F.col("stream_id")))
+            output = output.withColumn("stream_id", F.coalesce(failure.cast("string"), F.col("stream_id")))
+        return output
+
+    monkeypatch.setattr(engine_module, "combined_output", late_data_fails)
+    spark = get_spark()
+    traces = [t for t in small_run() if t.area != "late_data" or t.restart_after]
+    with pytest.raises(
+        RuntimeError, match=r"^late_data query failed: .*this test fails the query"
+    ) as failure:
+        SparkEngine(spark, concurrent_queries=2, split_restarts=True).run(traces)
+    assert "keyed_watermarks" not in str(failure.value).splitlines()[0]
+    assert spark.streams.active == []
+
+
+@pytest.mark.clauses("TR-9")
+def test_spark_query_groups_are_one_area_each_restarted_traces_apart_costliest_first() -> None:
+    traces = {f"t{i}": (i, t) for i, t in enumerate(small_run())}
+    groups = query_groups(traces, split_restarts=True)
+    assert sorted(tid for group in groups for tid in group) == sorted(traces)
+    for group in groups:
+        assert len({t.area for _, t in group.values()}) == 1
+        assert len({bool(t.restart_after) for _, t in group.values()}) == 1
+    starts = [len({b for _, t in group.values() for b in t.restart_after}) + 1 for group in groups]
+    assert starts == sorted(starts, reverse=True)
+    by_area = query_groups(traces)
+    assert sorted(next(iter(g.values()))[1].area for g in by_area) == ["keyed_watermarks", "late_data"]
