@@ -18,6 +18,8 @@ Modules (one per spec area, named like the area's spec/<area>.md and reference/<
 - ``sla_admission``: oxirs SLA admission with load shedding ``sla_admission(df, ...)``.
 - ``exactly_once_aggregation``: oxirs exactly-once aggregation with de-duplication by
   message id ``exactly_once_aggregation(df, ...)``.
+- ``window_joins``: oxirs window joins (tumbling x tumbling, tumbling x sliding, session x
+  session) ``window_joins(left_df, right_df, ...)`` and ``window_join_rows(df, ...)``.
 - ``load_signal``: a real load score for ``sla_admission``'s ``load_col``:
   ``ProgressLoadSignal`` (a listener publishing the score of each progress of a
   query) and ``with_load_score(df, signal)``.
@@ -50,4 +52,5 @@ __all__ = [
     "sla_admission",
     "trace_source",
     "watermark_propagation",
+    "window_joins",
 ]

@@ -224,6 +224,7 @@ def _known_operators() -> dict[str, Operator]:
     from spark_impl import session_windows as sw
     from spark_impl import sla_admission as sa
     from spark_impl import watermark_propagation as wp
+    from spark_impl import window_joins as wj
 
     def buckets_of(value: tuple[Any, ...]) -> int:
         return int(value[1])
@@ -307,6 +308,16 @@ def _known_operators() -> dict[str, Operator]:
                 "aggregates": lambda v, k: eo.unpack_aggregate(v),
             }, ("key_bucket",)),
             middle_key=("stream_id", eo.KEY_BUCKET),
+        ),
+        "window_joins": Operator(
+            "window_joins", wj.LAYOUT_VERSION,
+            Stage({
+                "bucket": lambda v, k: wj.BucketState.from_tuple(v, buckets_of(v)),
+                "windows": lambda v, k: wj.unpack_window(v),
+                "due": lambda v, k: wj.unpack_due(v),
+            }, ("bucket",)),
+            Stage({"totals": lambda v, k: wj.StreamState.from_tuple(v, buckets_of(v))}, ("totals",)),
+            _fields(wj.STREAM_SCHEMA),
         ),
     }  # fmt: skip
 

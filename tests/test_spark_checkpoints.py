@@ -45,7 +45,7 @@ from spark_impl.checkpoints import (
     operators,
     stage_prefix,
 )
-from spark_impl.scaleout import check_layout, unpack_text
+from spark_impl.scaleout import check_layout, pack_text, unpack_text
 
 ROOT = Path(__file__).resolve().parent.parent
 AREAS = tuple(sorted(operators()))
@@ -71,6 +71,7 @@ def _layout_values() -> dict[tuple[str, str], tuple[Any, ...]]:
     from spark_impl import session_windows as sw
     from spark_impl import sla_admission as sa
     from spark_impl import watermark_propagation as wp
+    from spark_impl import window_joins as wj
 
     one = np.array([7], np.int64)
     buffer = eb.Buffer(one, one * 0, one, np.array(["k"], object), one)
@@ -96,6 +97,10 @@ def _layout_values() -> dict[tuple[str, str], tuple[Any, ...]]:
         ("exactly_once_aggregation", "bucket"): eo.BucketState(BUCKETS, 1024).to_tuple(),
         ("exactly_once_aggregation", "key_bucket"): eo.KeyBucketState(BUCKETS, "sum").to_tuple(),
         ("exactly_once_aggregation", "totals"): eo.StreamState(BUCKETS).to_tuple(),
+        ("window_joins", "bucket"): wj.BucketState(
+            BUCKETS, "tumbling_tumbling", np.array([10, 0, 0, 0, 0, 0], np.int64), 5, np.arange(2)
+        ).to_tuple(),
+        ("window_joins", "totals"): wj.StreamState(BUCKETS).to_tuple(),
     }
 
 
@@ -107,6 +112,7 @@ def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...
     from spark_impl import partitioned_watermarks as pw
     from spark_impl import session_windows as sw
     from spark_impl import sla_admission as sa
+    from spark_impl import window_joins as wj
 
     keys = kw._Keys(
         np.array(["a", "é"], object),
@@ -132,6 +138,7 @@ def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...
         np.zeros(2, bool),
         np.zeros(2, np.int64),
     )
+    seven = np.array([7], np.int64).tobytes()
     sessions = sw.Sessions(np.array(["a"], object), *(np.array([i], np.int64) for i in range(6)))
     return {
         ("keyed_watermarks", "blocks"): (
@@ -150,6 +157,11 @@ def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...
         ("sla_admission", "sla_streams"): (("s",), sa.SlaEntry(5).to_tuple()),
         ("exactly_once_aggregation", "channels"): ((1, 0), eo.pack_channel(5, np.array([4, 5]), 1024)),
         ("exactly_once_aggregation", "aggregates"): (("k",), (2, 0.5, 0)),
+        ("window_joins", "windows"): (
+            ("k", 3),
+            (wj.pack_events(np.array([[0, 1, 35, 7]], np.int64)), wj.pack_events(np.zeros((0, 4), np.int64))),
+        ),
+        ("window_joins", "due"): ((4,), (*pack_text(np.array(["k"], object)), seven, seven)),
     }
 
 
@@ -179,7 +191,7 @@ def test_every_operator_the_engine_runs_is_known_to_the_inspection() -> None:
     assert layout == set(_layout_values())
     maps = {(a, v) for a, ss in stages.items() for s in ss for v in s.variables if v not in s.layout}
     assert maps == set(_map_values())
-    assert {stage_prefix(a) for a in AREAS} == {"kw", "pw", "sw", "eb", "wp", "ld", "sa", "eoa"}
+    assert {stage_prefix(a) for a in AREAS} == {"kw", "pw", "sw", "eb", "wp", "ld", "sa", "eoa", "wj"}
 
 
 @pytest.mark.clauses("TR-5")
