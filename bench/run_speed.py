@@ -53,8 +53,7 @@ def scenario_traces() -> list[Any]:
     """The traces of the features' pre-run on the Spark engine (harness.pytest_plugin.EngineRuns.prerun)."""
     import pytest
 
-    from harness.pytest_plugin import _engine_of, scenario_of
-    from harness.steps import traces_of_scenario
+    from harness.pytest_plugin import scenario_traces as traces_of_selected_scenarios
 
     class Collect:
         items: list[Any] = []
@@ -65,20 +64,7 @@ def scenario_traces() -> list[Any]:
     args = ["--collect-only", "-q", "-p", "no:cacheprovider", "--engine", "spark", str(ROOT / "features")]
     with contextlib.redirect_stdout(io.StringIO()):  # the collection's listing is not a figure
         pytest.main(args, plugins=[Collect()])
-    traces: dict[str, Any] = {}
-    for item in Collect.items:
-        if _engine_of(item) != "spark" or item.get_closest_marker("skip") is not None:
-            continue
-        if item.get_closest_marker("oracle_only") is not None:
-            continue
-        scenario = scenario_of(item)
-        if scenario is None:
-            continue
-        try:
-            for trace in traces_of_scenario(scenario.steps, scenario.name):
-                traces.setdefault(trace.dumps(), trace)
-        except Exception:  # noqa: BLE001 - the pre-run leaves such a scenario out too
-            continue
+    traces, _ = traces_of_selected_scenarios(Collect.items, "spark")
     from spark_impl.engine import SparkEngine
 
     return [t for t in traces.values() if t.area in SparkEngine.areas]  # as the pre-run leaves them

@@ -328,23 +328,7 @@ class EngineRuns:
 
     def prerun(self, handle: EngineHandle) -> None:
         """Collects the traces of every selected scenario of this engine and runs them once."""
-        from harness.steps import traces_of_scenario
-
-        traces: dict[str, Trace] = {}
-        skipped = 0
-        for item in self.items:
-            if _engine_of(item) != handle.id or item.get_closest_marker("skip") is not None:
-                continue
-            if item.get_closest_marker("oracle_only") is not None:
-                continue
-            scenario = scenario_of(item)
-            if scenario is None:
-                continue
-            try:
-                for t in traces_of_scenario(scenario.steps, scenario.name):
-                    traces.setdefault(t.dumps(), t)
-            except Exception:  # noqa: BLE001 - the scenario's own run reports it
-                skipped += 1
+        traces, skipped = scenario_traces(self.items, handle.id)
         if not traces:
             return
         engine = handle.engine()
@@ -365,6 +349,29 @@ class EngineRuns:
             f"{time.monotonic() - started:.1f} s"
             + (f" ({skipped} scenarios could not be replayed)" if skipped else "")
         )
+
+
+def scenario_traces(items: Sequence[pytest.Item], engine_id: str) -> tuple[dict[str, Trace], int]:
+    """The distinct traces of the selected scenarios run on ``engine_id`` (oracle-only ones left
+    out), by their JSON text, and how many scenarios could not be replayed into traces."""
+    from harness.steps import traces_of_scenario
+
+    traces: dict[str, Trace] = {}
+    skipped = 0
+    for item in items:
+        if _engine_of(item) != engine_id or item.get_closest_marker("skip") is not None:
+            continue
+        if item.get_closest_marker("oracle_only") is not None:
+            continue
+        scenario = scenario_of(item)
+        if scenario is None:
+            continue
+        try:
+            for t in traces_of_scenario(scenario.steps, scenario.name):
+                traces.setdefault(t.dumps(), t)
+        except Exception:  # noqa: BLE001 - the scenario's own run reports it
+            skipped += 1
+    return traces, skipped
 
 
 ENGINE_PARAMS = ("engine", "engine_under_test")  # the latter: properties' differential tests
