@@ -40,14 +40,14 @@ from harness.traces import ITEM_FIELD_TYPES, InvalidConfig, Item, Trace
 from reference.traces import Row
 
 AREAS = (
-    "eventtime_buffer", "keyed_watermarks", "late_data", "partitioned_watermarks", "session_windows",
-    "sla_admission", "watermark_propagation",
+    "eventtime_buffer", "exactly_once_aggregation", "keyed_watermarks", "late_data", "partitioned_watermarks",
+    "session_windows", "sla_admission", "watermark_propagation", "window_joins",
 )  # fmt: skip
 # Each area's clause of malformed items, where its duplicate_seq rows are decided.
 ERROR_CLAUSES = {
     "eventtime_buffer": "VELO-R23", "keyed_watermarks": "F065-R23", "late_data": "OXL-R16",
     "partitioned_watermarks": "F064-R22", "session_windows": "F017E-R20", "sla_admission": "OXS-R15",
-    "watermark_propagation": "OXW-R17",
+    "watermark_propagation": "OXW-R17", "exactly_once_aggregation": "OXE-R16", "window_joins": "OXJ-R19",
 }  # fmt: skip
 THOROUGH = profile_name() == "thorough"
 CHOSEN = AREAS if THOROUGH else (AREAS[run_seed() % len(AREAS)],)
@@ -57,7 +57,9 @@ TRACES_PER_AREA = 12 if THOROUGH else 3
 MAX_BATCHES = 4 if THOROUGH else 2
 INPUT_PARTITIONS = 2
 # Columns that hold an arrival position, and the column that names its batch.
-SEQ_COLUMNS = {"seq": "batch", "arrival_seq": "arrival_batch"}
+SEQ_COLUMNS = {
+    "seq": "batch", "arrival_seq": "arrival_batch", "left_seq": "left_batch", "right_seq": "right_batch",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,7 @@ def test_spark_a_users_tick_row_that_shares_a_seq_is_a_duplicate_like_any_other_
     an event makes both rows duplicate_seq errors in every area. (The conformance job found an
     operator that left the user's row out too, and so decided the event.)"""
     tables: dict[str, Table] = {}
-    for area in (*AREAS, "exactly_once_aggregation"):
+    for area in AREAS:
         trace = next(t for t in drawn_traces(area, 3, run_seed()) if t.batches and t.batches[0])
         first = [(s, item) for s, item in enumerate(trace.batches[0])]
         one_batch = Trace(area, trace.config, (trace.batches[0],))
