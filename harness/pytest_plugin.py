@@ -47,9 +47,10 @@ import difflib
 import inspect
 import json
 import os
+import re
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
     engines = list(dict.fromkeys(config.getoption("engines") or DEFAULT_ENGINES))
     config.stash[_RUNS] = EngineRuns(config, engines)
     config.stash[_RESULTS] = {}
+    config.stash[_FAILURE_CAUSES] = Counter()
 
 
 def _configure_seed(config: pytest.Config) -> None:
@@ -164,6 +166,39 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     before = config.stash.get(_REPLAY_BEFORE, None)
     if before is not None:
         replay.restore(before)
+    _write_failure_causes(config)
+
+
+#: how many of the most frequent failure messages the run's last lines repeat
+FAILURE_CAUSES_SHOWN = 5
+
+
+def _write_failure_causes(config: pytest.Config) -> None:
+    """After the counts line, the most frequent first lines of the failures' messages: a CI log
+    that keeps only its tail still says why hundreds of tests failed."""
+    causes = config.stash.get(_FAILURE_CAUSES, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if not causes or reporter is None:
+        return
+    reporter.write_line(f"most frequent failure messages ({sum(causes.values())} failed reports):")
+    for message, count in causes.most_common(FAILURE_CAUSES_SHOWN):
+        reporter.write_line(f"  {count:5d} x {message}")
+    runs = config.stash.get(_RUNS, None)
+    for note in runs.prerun_notes if runs is not None else []:
+        if " failed (" in note:  # a failed pre-run explains every scenario of its engine
+            reporter.write_line(f"engine run: {note[:1000]}")
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
+
+def failure_cause(report: pytest.TestReport) -> str:
+    """The first line of a failed report's message, at most 300 characters, its UUIDs (a query's
+    id, a temporary folder) replaced so that one cause counts once whichever query it hit."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "(no message)")
+    return _UUID.sub("<uuid>", first)[:300]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -183,6 +218,7 @@ _RUNS = pytest.StashKey["EngineRuns"]()
 _RESULTS = pytest.StashKey[dict[str, "TestResult"]]()
 _SPARK_ONLY_CLAUSES = pytest.StashKey[set[str]]()
 _REPLAY_BEFORE = pytest.StashKey[tuple[Any, ...]]()
+_FAILURE_CAUSES = pytest.StashKey["Counter[str]"]()
 _TAG_PROBLEMS = pytest.StashKey[list[str]]()
 
 
@@ -729,6 +765,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         _attribute_failure(item, call, report, res)
     if report.failed:
         res.outcome = "failed"
+        item.config.stash[_FAILURE_CAUSES][failure_cause(report)] += 1
         if "XPASS(strict)" in str(report.longrepr):
             res.outcome = "unexpected-pass"
             res.detail = str(report.longrepr)

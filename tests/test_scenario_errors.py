@@ -209,3 +209,30 @@ def test_an_unknown_clause_tag_stops_collection_naming_its_line_and_the_nearest_
         "nearest: AB-R1, AB-R2",
     ]
     assert "Traceback" not in result.stderr.str()
+
+
+def test_the_last_lines_count_the_most_frequent_failure_messages(pytester: pytest.Pytester) -> None:
+    """A CI log that keeps only its tail still says why many tests failed: after the counts line,
+    each frequent first line of a failure's message with how many reports share it."""
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(
+        test_broken=(
+            "import pytest\n\n"
+            "@pytest.mark.parametrize('n', range(3))\n"
+            "def test_engine(n):\n"
+            "    raise RuntimeError(f'query 0000000{n}-89db-4199-be94-a555bc0714ef failed\\nsecond line')\n\n"
+            "def test_compare():\n"
+            "    assert 1 == 2\n\n"
+            "def test_fine():\n"
+            "    pass\n"
+        )
+    )
+    result = pytester.runpytest(*PLUGIN)
+    result.assert_outcomes(passed=1, failed=4)
+    lines = result.stdout.lines
+    start = lines.index("most frequent failure messages (4 failed reports):")
+    assert "4 failed, 1 passed" in lines[start - 1]
+    assert lines[start + 1 :] == [
+        "      3 x RuntimeError: query <uuid> failed",
+        "      1 x assert 1 == 2",
+    ]
