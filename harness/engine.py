@@ -17,7 +17,13 @@ from harness.traces import Trace
 BUILTIN_ENGINES = {
     "reference": "harness.reference_engine:ReferenceEngine",
     "spark": "spark_impl.engine:SparkEngine",
+    "spark-native": "spark_native.engine:SparkNativeEngine",
 }
+
+
+class Unsupported(Exception):  # noqa: N818 - an answer, not an error: the engine declines the case
+    """An engine's answer for a case it cannot express: it declines the case, saying why (a case
+    answered so is counted as skipped, never as passed; spec/engine-protocol.md)."""
 
 
 @runtime_checkable
@@ -28,7 +34,8 @@ class Engine(Protocol):
     per trace, in the order given: a mapping table name -> rows (see
     harness/outputs.py). A trace whose configuration breaks its area's rules
     is answered with an ``InvalidConfig`` instance in place of the output.
-    ``areas`` lists the spec areas the engine implements.
+    ``areas`` lists the spec areas the engine implements. An ``Unsupported``
+    instance in place of an output declines that one case.
     """
 
     name: str

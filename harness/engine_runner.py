@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.differential import run_safely
-from harness.engine import Engine
+from harness.engine import Engine, Unsupported
 from harness.traces import InvalidConfig
 from harness.vectors import (
     CaseResult,
@@ -77,6 +77,8 @@ def run_in_process(
 
 
 def _in_process_result(case_id: str, answer: Any) -> CaseResult:
+    if isinstance(answer, Unsupported):
+        return CaseResult(case_id, unsupported=str(answer) or "unsupported")
     if isinstance(answer, InvalidConfig):
         return CaseResult(case_id, error=ExpectedError("InvalidConfig", str(answer)))
     if isinstance(answer, Exception):  # run_safely: the engine raised on this case alone

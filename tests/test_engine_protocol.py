@@ -172,3 +172,32 @@ def test_an_engine_can_read_and_write_files(tmp_path: Path, case_format: str) ->
     assert outcomes["crash"].reason.startswith("crash: the engine exited with code 3")
     assert outcomes["ok-4"].reason.startswith("crash: the engine exited with code 3")
     assert engine.starts == 1
+
+
+class _DecliningEngine:
+    """The oracle, except that it declines every case with a Drop policy (as an adapter declines
+    what its engine cannot express)."""
+
+    name = "declining"
+    areas = frozenset({"late_data"})
+
+    def run(self, traces):  # type: ignore[no-untyped-def]
+        from harness.engine import Unsupported
+        from harness.reference_engine import ReferenceEngine
+
+        answers = ReferenceEngine().run(traces)
+        return [
+            Unsupported("no drop here") if t.config.get("policy") == "Drop" else a
+            for t, a in zip(traces, answers, strict=True)
+        ]
+
+
+@pytest.mark.clauses("TR-9")
+def test_an_in_process_engine_declines_one_case_with_unsupported() -> None:
+    from harness.engine_runner import run_in_process
+
+    vectors = read_vectors(LATE_DATA_VECTORS).vectors
+    outcomes = check_all(vectors, run_in_process(_DecliningEngine(), vectors))
+    drop = [o for o in outcomes if o.vector.trace.config.get("policy") == "Drop"]
+    assert drop and all(o.status == "skip" and "no drop here" in o.reason for o in drop)
+    assert all(o.status == "pass" for o in outcomes if o not in drop)
