@@ -129,7 +129,8 @@ def check_case(vector: Vector, result: CaseResult | None) -> CaseOutcome:
 def apply_expectations(outcomes: Sequence[CaseOutcome], exp: Expectations) -> list[CaseOutcome]:
     """The engine's expectation entries on checked cases (harness/expectations.py): a case a
     ``scenario`` entry names (by case id) is expected to fail, and its pass is unexpected; a
-    failing case whose every difference a ``clause`` entry explains is a deviation."""
+    failing case whose every difference a ``clause`` entry explains is a deviation (an engine
+    that crashed or gave no answer stays a failure whatever clause entries it has)."""
     out = []
     for o in outcomes:
         named = exp.for_test(o.id)
@@ -140,7 +141,7 @@ def apply_expectations(outcomes: Sequence[CaseOutcome], exp: Expectations) -> li
                 o = replace(
                     o, status="deviation", reason=f"{o.reason} ({'; '.join(d.describe() for d in named)})"
                 )
-        elif o.status == "fail":
+        elif o.status == "fail" and o.differences is not None:  # a crash or no answer is never a deviation
             used = excuses(exp.clauses, o.differences, o.vector.clauses)
             if used:
                 why = "; ".join(d.describe() for d in exp.for_clauses(used))

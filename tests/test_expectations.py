@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from harness.cli import EXIT_OK, main
-from harness.expectations import PLACEHOLDER_REASON, parse_file
+from harness.expectations import PLACEHOLDER_REASON, Expectations, parse_file
 
 ROOT = Path(__file__).resolve().parent.parent
 BUGGY = "examples.buggy_engine:BuggyEngine"
@@ -124,3 +124,19 @@ def test_an_engine_module_on_the_users_path_is_found_and_spark_tests_are_left_ou
 
 def summary_nodeids(summary: dict[str, Any]) -> list[str]:
     return [t["nodeid"] for t in summary["tests"]]
+
+
+@pytest.mark.clauses("TR-11")
+def test_a_case_the_engine_crashed_on_is_never_excused_by_clause_entries(tmp_path: Path) -> None:
+    """Clause entries explain differences in an answer; a crash or a missing answer has none, so
+    it stays a failure even when every clause the case names has an entry."""
+    from harness.vector_check import CaseOutcome, apply_expectations
+    from harness.vectors import read_vectors
+
+    vector = read_vectors([Path(__file__).parents[1] / "vectors" / "features" / "late_data.jsonl"]).vectors[0]
+    entries = "".join(f'[[deviation]]\nclause = "{c}"\nreason = "stated"\n\n' for c in vector.clauses)
+    (tmp_path / "x.toml").write_text(entries, encoding="utf-8")
+    exp = Expectations("x", tmp_path / "x.toml", parse_file(tmp_path / "x.toml"))
+    crashed = CaseOutcome(vector, "fail", "engine_error: worker lost")
+    compared = CaseOutcome(vector, "fail", "tables differ", differences=[])
+    assert [o.status for o in apply_expectations([crashed, compared], exp)] == ["fail", "deviation"]
