@@ -1,0 +1,141 @@
+"""``--engine spark-native`` on session windows (spark_native/session_windows.py).
+
+* One small trace through ``SparkNativeEngine``: its tables equal what Spark's documented
+  rules predict (docs/spark-facts.md, "Spark's own operators", and the adapter's mapping in
+  the module docstring), computed here by ``spark_rules_prediction`` from the trace alone,
+  never from a recorded run.
+* The probes behind the module's ``Unsupported`` reasons: a session still open when the input
+  stops is never emitted (no end-of-input flush), and ``timestamp_millis`` cannot take an event
+  time beyond Spark's microsecond range.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.engine import Unsupported
+from harness.traces import I64_MAX, Item, Trace
+
+GAP = 1000
+
+
+def _trace(config: dict[str, Any], batches: list[list[Item]], name: str = "") -> Trace:
+    return Trace("session_windows", config, tuple(tuple(b) for b in batches), name=name)
+
+
+def _e(key: str | None, t: int | None, v: int = 0) -> Item:
+    return Item("event", key=key, event_time=t, value=v)
+
+
+TRACE = _trace(
+    {"gap": GAP, "bounded_delay": 200, "allowed_lateness": 300},
+    [
+        [_e("a", 0, 1), _e("a", 500, 2), _e("c", 5000, 4), _e(None, 10)],
+        [_e("c", 4500, 8), _e("b", 6000, 16), Item("clock", time=5)],
+        [_e("d", 6000, 64), _e("b", 7000, 32), _e("a", 100, 128)],
+        [],
+        [],
+    ],
+    name="native session windows",
+)
+
+
+def spark_rules_prediction(trace: Trace) -> dict[str, list[tuple[Any, ...]]]:
+    """What the adapter must report, from Spark's documented rules with ``D = bounded_delay +
+    allowed_lateness + 1``: micro-batch k runs with ``max(0, greatest time before k - D)``, drops
+    a row whose ``t + gap`` is at or below the watermark micro-batch k - 1 ran with, merges
+    ``[t, t + gap)`` ranges that touch, and emits a session once its end is at or below the
+    watermark it runs with."""
+    config = trace.config
+    delay = config["bounded_delay"] + config["allowed_lateness"] + 1
+    open_sessions: list[list[Any]] = []  # [key, start, end, count, sum]
+    greatest: int | None = None
+    ran_with_before = 0
+    out: dict[str, list[tuple[Any, ...]]] = {"sessions": [], "progress": [], "errors": []}
+    closed = dropped = 0
+    for b, batch in enumerate(trace.batches):
+        ran_with = 0 if greatest is None else max(0, greatest - delay)
+        for seq, item in enumerate(batch):
+            if item.kind != "event":
+                out["errors"].append((b, seq, "unsupported_item"))
+                continue
+            if item.key is None:
+                out["errors"].append((b, seq, "missing_key"))
+                continue
+            t = int(item.event_time or 0)
+            greatest = t if greatest is None else max(greatest, t)
+            if t + GAP <= ran_with_before:
+                dropped += 1
+                continue
+            lo, hi, n, total = t, t + GAP, 1, item.value
+            for s in [s for s in open_sessions if s[0] == item.key and s[1] <= hi and lo <= s[2]]:
+                lo, hi, n, total = min(lo, s[1]), max(hi, s[2]), n + s[3], total + s[4]
+                open_sessions.remove(s)
+            open_sessions.append([item.key, lo, hi, n, total])
+        for s in [s for s in open_sessions if s[2] <= ran_with]:
+            out["sessions"].append((b, s[0], s[1], s[2], s[3], s[4], "watermark"))
+            open_sessions.remove(s)
+            closed += 1
+        watermark = None if greatest is None else greatest - config["bounded_delay"]
+        out["progress"].append((b, watermark, len(open_sessions), 0, closed, dropped))
+        ran_with_before = ran_with
+    return out
+
+
+def test_spark_native_session_windows_follow_sparks_documented_rules() -> None:
+    from spark_impl.session import get_spark
+    from spark_native.engine import SparkNativeEngine
+
+    [output] = SparkNativeEngine(get_spark()).run([TRACE])
+    assert not isinstance(output, Exception), output
+    expected = spark_rules_prediction(TRACE)
+    for table, rows in expected.items():
+        assert sorted(output.get(table, []), key=repr) == sorted(rows, key=repr), table
+    assert not output.get("late") and not output.get("timers")
+    # the trace shows what the mapping claims: a late row dropped, sessions emitted a batch late
+    assert expected["progress"][-1][5] >= 1 and len(expected["sessions"]) >= 2
+
+
+def test_spark_native_declines_a_trace_with_an_end_and_spark_keeps_the_open_session() -> None:
+    """Probe for the ``end`` decline: a query whose input stops emits nothing of a session its
+    watermark has not reached, whatever comes after (availableNow ends the query)."""
+    from pyspark.sql import functions as F
+
+    from spark_impl.session import get_spark
+    from spark_impl.session_windows import validate_config
+    from spark_native.common import TS, run_trace, state_rows
+    from spark_native.session_windows import answer
+
+    spark = get_spark()
+    trace = _trace({"gap": GAP}, [[_e("a", 1000, 1)], []])
+    with_end = _trace({"gap": GAP}, [[_e("a", 1000, 1), Item("end")], []])
+    assert isinstance(answer(spark, with_end, validate_config(with_end.config)), Unsupported)
+
+    def build(df: Any) -> Any:
+        events = df.filter(F.col("kind") == "event").withColumn(TS, F.timestamp_millis("event_time"))
+        return (
+            events.withWatermark(TS, "0 milliseconds")
+            .groupBy("key", F.session_window(TS, "1 second"))
+            .count()
+        )
+
+    run = run_trace(spark, trace, build)
+    assert run.rows == []  # the session [1000, 2000) is never written ...
+    assert state_rows(run.progress_of(1)) == 1  # ... it stays in the state after the last batch
+
+
+def test_spark_native_declines_times_beyond_sparks_timestamps() -> None:
+    """Probe for the time-range decline: ``timestamp_millis`` of i64 max overflows."""
+    from pyspark.sql import functions as F
+
+    from spark_impl.session import get_spark
+    from spark_impl.session_windows import validate_config
+    from spark_native.session_windows import answer
+
+    spark = get_spark()
+    with pytest.raises(Exception, match="OVERFLOW"):
+        spark.range(1).select(F.timestamp_millis(F.lit(I64_MAX))).collect()
+    trace = _trace({"gap": GAP}, [[_e("a", I64_MAX - 5)]])
+    assert isinstance(answer(spark, trace, validate_config(trace.config)), Unsupported)
