@@ -20,6 +20,10 @@ BUILTIN_ENGINES = {
     "spark-native": "spark_native.engine:SparkNativeEngine",
 }
 
+#: engines this project validates that run only as commands (spec/engine-protocol.md), with the
+#: command: their expectation files are known files, not misspelt ones
+COMMAND_ENGINES = {"flink": "python -m flink_engine (in its own environment: tox -e flink)"}
+
 
 class Unsupported(Exception):  # noqa: N818 - an answer, not an error: the engine declines the case
     """An engine's answer for a case it cannot express: it declines the case, saying why (a case

@@ -60,7 +60,7 @@ import pytest
 
 from harness import expectations, replay
 from harness.clauses import clause_sort_key, is_clause_id, load_clauses
-from harness.engine import Engine, load_engine, run_canonical
+from harness.engine import BUILTIN_ENGINES, COMMAND_ENGINES, Engine, load_engine, run_canonical
 from harness.expectations import (
     Deviation,
     ExpectationFileError,
@@ -69,6 +69,7 @@ from harness.expectations import (
     charged_clauses,
     entry_statuses,
     excuses,
+    file_name,
     load_expectations,
     unknown_clause_problems,
 )
@@ -356,8 +357,9 @@ class EngineRuns:
             exp.problems += unknown_clause_problems(exp, known)
             self.expectations[engine_id] = exp
         used = {e.path.name for e in self.expectations.values() if e.path is not None}
+        known = {file_name(name) for name in (*BUILTIN_ENGINES, *COMMAND_ENGINES)}  # not a misspelt file
         self.unused_files = (
-            sorted(p.name for p in directory.glob("*.toml") if p.name not in used)
+            sorted(p.name for p in directory.glob("*.toml") if p.name not in used | known)
             if directory.is_dir()
             else []
         )
