@@ -1,0 +1,135 @@
+"""What every area's Flink pipeline shares: the job, the source with a per-record watermark, time shifts.
+
+Flink has no micro-batches and one watermark per stream, so cases are multiplexed into one job by
+giving each case its own stretch of event time (CASE_SPAN ms apart, in arrival order): a case's
+watermark then starts below all of its times, as if it ran alone, and its keys are prefixed by its
+index. The watermark comes from a Flink SQL source watermark declared on a column, which Flink's
+WatermarkAssigner emits after every record when pipeline.auto-watermark-interval is 0, so its timing
+is deterministic; python.fn-execution.bundle.size 1 makes Python operators see it record by record.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+CASE_SPAN = 10**11  # ms of event time given to each case
+TIME_LIMIT = CASE_SPAN // 8  # |time| and durations a case may use so that cases never overlap
+END_OFFSET = CASE_SPAN // 2  # a case's end of time: the watermark its `end` item stands for
+FIELD_NAMES = ["kind", "case_index", "batch", "seq", "key", "ts_ms", "wm_ms", "value", "extra"]
+I64_MAX = 2**63 - 1
+
+Row = tuple[Any, ...]
+
+
+def log(message: str) -> None:
+    print(f"[flink_engine] {message}", file=sys.stderr, flush=True)
+
+
+def case_base(case_index: int) -> int:
+    return (case_index + 1) * CASE_SPAN
+
+
+def fits(*values: Any) -> bool:
+    """True when every integer value is small enough for the case's own stretch of event time."""
+    return all(not isinstance(v, int) or abs(v) < TIME_LIMIT for v in values)
+
+
+def new_environment() -> tuple[Any, Any]:
+    from pyflink.common import Configuration
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.table import StreamTableEnvironment
+
+    conf = Configuration()
+    conf.set_string("pipeline.auto-watermark-interval", "0")  # the SQL assigner emits after each record
+    conf.set_string("parallelism.default", "1")
+    conf.set_string("python.fn-execution.bundle.size", "1")  # watermarks reach Python record by record
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(1)
+    return env, StreamTableEnvironment.create(env)
+
+
+def source_with_watermark(env: Any, t_env: Any, rows: list[Row]) -> Any:
+    """A DataStream of `rows` (FIELD_NAMES) whose records carry ts_ms and whose watermark is max(wm_ms)."""
+    return t_env.to_data_stream(source_table(env, t_env, rows))  # rt: each record's timestamp
+
+
+def source_table(env: Any, t_env: Any, rows: list[Row]) -> Any:
+    """A Table of `rows` (FIELD_NAMES) with the rowtime `rt` (ts_ms) and the watermark max(wm_ms)."""
+    from pyflink.common import Types
+    from pyflink.table import DataTypes, Schema
+
+    types = [
+        Types.STRING(),
+        Types.LONG(),
+        Types.LONG(),
+        Types.LONG(),
+        Types.STRING(),
+        Types.LONG(),
+        Types.LONG(),
+        Types.LONG(),
+        Types.STRING(),
+    ]
+    stream = env.from_collection(rows, type_info=Types.ROW_NAMED(FIELD_NAMES, types))
+    sql_types = [
+        DataTypes.STRING(),
+        DataTypes.BIGINT(),
+        DataTypes.BIGINT(),
+        DataTypes.BIGINT(),
+        DataTypes.STRING(),
+        DataTypes.BIGINT(),
+        DataTypes.BIGINT(),
+        DataTypes.BIGINT(),
+        DataTypes.STRING(),
+    ]
+    builder = Schema.new_builder()
+    for name, sql_type in zip(FIELD_NAMES, sql_types, strict=True):
+        builder = builder.column(name, sql_type)
+    schema = (
+        builder.column_by_expression("rt", "TO_TIMESTAMP_LTZ(ts_ms, 3)")
+        .watermark("rt", "TO_TIMESTAMP_LTZ(wm_ms, 3)")
+        .build()
+    )
+    return t_env.from_data_stream(stream, schema)
+
+
+def collect(env: Any, streams: Iterable[Any]) -> list[dict[str, Any]]:
+    """Runs the job and returns every JSON record the given string streams produced."""
+    streams = list(streams)
+    if not streams:
+        return []
+    merged = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
+    with merged.execute_and_collect("eventtime-conformance") as results:
+        return [json.loads(line) for line in results]
+
+
+def observe_watermark() -> Any:
+    """A ProcessFunction that tags each record with the watermark Flink had when the record arrived."""
+    from pyflink.datastream.functions import ProcessFunction
+
+    class ObserveWatermark(ProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            yield (*tuple(value[: len(FIELD_NAMES)]), ctx.timer_service().current_watermark())
+
+    return ObserveWatermark()
+
+
+def observed_type() -> Any:
+    from pyflink.common import Types
+
+    return Types.TUPLE(
+        [
+            Types.STRING(),
+            Types.LONG(),
+            Types.LONG(),
+            Types.LONG(),
+            Types.STRING(),
+            Types.LONG(),
+            Types.LONG(),
+            Types.LONG(),
+            Types.STRING(),
+            Types.LONG(),
+        ]
+    )
