@@ -1,0 +1,211 @@
+"""Regenerates docs/conformance/: every vector on each engine, then one matrix of them all.
+
+    python scripts/engine_reports.py                         # all four engines (tox -e engine-reports)
+    python scripts/engine_reports.py --engines spark-native  # run one again, merge with the others' last runs
+
+Each engine runs through the command-line tool over vectors/ with its expectation file
+(expectations/<name>.toml): reference, spark and spark-native in process, flink out of process
+in its own environment (`tox -e flink`, which writes its run's summary itself). Each run's
+summary JSON stays in reports/engines/; the merge writes docs/conformance/matrix.html and
+docs/conformance/summary.md, the latter opening with the share of the vectors each engine could
+express (a case an engine declines is not a pass). The command fails when a run has a failure
+that no expectation entry explains, after writing what it has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "reports" / "engines"
+OUT = ROOT / "docs" / "conformance"
+ENGINES = ("reference", "spark", "spark-native", "flink")
+IN_PROCESS = ("reference", "spark", "spark-native")
+
+
+def run_engine(name: str) -> int:
+    """One engine over every vector; its summary JSON lands in reports/engines/<name>.json."""
+    RUNS.mkdir(parents=True, exist_ok=True)
+    if name in IN_PROCESS:
+        argv = [sys.executable, "-m", "harness.cli", "run", "vectors", "--engine", name, "--no-progress",
+                "--report", str(RUNS / f"{name}.json")]  # fmt: skip
+    else:  # its own environment: PyFlink cannot share this one
+        argv = [sys.executable, "-m", "tox", "-e", "flink"]
+    print(f"engine-reports: {' '.join(argv)}", flush=True)
+    return subprocess.run(argv, cwd=ROOT, check=False).returncode
+
+
+def named(summary: dict[str, Any], name: str) -> dict[str, Any]:
+    """The run's summary with its engine called ``name`` (a command engine's summary names it by
+    its command line)."""
+    old = {e["id"] for e in summary.get("engines", [])}
+    out = dict(summary)
+    out["engines"] = [{**e, "id": name} for e in summary.get("engines", [])]
+    for key in ("rows", "tests", "expectations"):
+        out[key] = [{**r, "engine": name} if r.get("engine") in old else r for r in summary.get(key, [])]
+    return out
+
+
+#: lines of a case's detail the committed reports keep (its tables are one --case run away)
+DETAIL_LINES = 12
+
+
+def trimmed(test: dict[str, Any]) -> dict[str, Any]:
+    """A case with its detail cut to the first lines, and none for a pass: the committed pages stay
+    small."""
+    if test.get("outcome") == "passed":
+        return {**test, "detail": ""}
+    lines = str(test.get("detail", "")).splitlines()
+    keep = lines[:DETAIL_LINES] + (
+        [f"... ({len(lines) - DETAIL_LINES} more lines)"] if len(lines) > DETAIL_LINES else []
+    )
+    return {**test, "detail": "\n".join(keep)}
+
+
+def merged(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary with every engine's rows, tests and expectations (same format, TR-11)."""
+    out = dict(summaries[0])
+    for key in ("engines", "rows", "tests", "expectations", "clause_tag_problems"):
+        out[key] = [item for s in summaries for item in s.get(key, [])]
+    # the cells keep their counts; the listings keep the cases worth reading: not the passes
+    out["sources"] = sorted({src for s in summaries for src in s.get("sources", [])})
+    return out
+
+
+#: the outcome of a case as the share table counts it
+DECLINED = "skipped"
+
+
+def share_table(summary: dict[str, Any]) -> list[str]:
+    """Per engine: how many cases it could express (answered at all) and what came of them."""
+    lines = [
+        "## What each engine could express",
+        "",
+        "A case an engine declines (it has no operator for it; the reason is in its section) is",
+        "neither a pass nor a failure. A deviation is a failure its expectation file explains.",
+        "",
+        "| engine | cases | expressed | share | passed | deviation | failed | unexpected pass |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for engine in summary["engines"]:
+        outcomes = Counter(t["outcome"] for t in summary["tests"] if t["engine"] == engine["id"])
+        total = sum(outcomes.values())
+        expressed = total - outcomes[DECLINED]
+        share = f"{100 * expressed / total:.0f}%" if total else "-"
+        lines.append(
+            f"| {engine['id']} | {total} | {expressed} | {share} | {outcomes['passed']} | "
+            f"{outcomes['deviation']} | {outcomes['failed']} | {outcomes['unexpected-pass']} |"
+        )
+    return [*lines, ""]
+
+
+def vector_sizes() -> dict[str, int]:
+    """Each committed vector's number of trace items, by case id: the smallest shows a rule best."""
+    from harness.vectors import read_vectors
+
+    return {v.id: sum(len(b) for b in v.trace.batches) for v in read_vectors([ROOT / "vectors"]).vectors}
+
+
+def deviation_table(summary: dict[str, Any], sizes: dict[str, int]) -> list[str]:
+    """Per engine and expectation entry: how many cases it explains and the smallest of them."""
+    lines = [
+        "## Deviations, each with the smallest vector that shows it",
+        "",
+        "The engine's expectation entries (expectations/<engine>.toml) with the cases whose failures",
+        "they explain; the smallest case (fewest trace items) is the one to read first",
+        "(`eventtime-conformance run vectors --case <id> ...` runs it alone).",
+        "",
+        "| engine | entry | status | cases | smallest vector (items) | reason |",
+        "|---|---|---|---|---|---|",
+    ]
+    for block in summary.get("expectations", []):
+        engine = block.get("engine", "")
+        deviating = [t for t in summary["tests"] if t["engine"] == engine and t["outcome"] == "deviation"]
+        for entry in block.get("entries", []):
+            if entry.get("clause"):
+                target = str(entry["clause"])
+                cases = [t["name"] for t in deviating if target in t.get("failed_clauses", [])] or [
+                    t["name"] for t in deviating if target in t.get("clauses", [])
+                ]  # an entry that excuses differences charged to other clauses of the same cases
+            else:
+                target = str(entry.get("scenario", ""))
+                cases = [t["name"] for t in deviating if t["name"] == target]
+            smallest = min(cases, key=lambda c: (sizes.get(c, 1 << 30), c)) if cases else None
+            shown = f"`{smallest}` ({sizes.get(smallest, '?')})" if smallest else "-"
+            reason = str(entry.get("reason", "")).replace("|", "\\|")
+            status = entry.get("status", "")
+            lines.append(f"| {engine} | {target} | {status} | {len(cases)} | {shown} | {reason} |")
+    return [*lines, ""]
+
+
+def declined_table(summary: dict[str, Any]) -> list[str]:
+    """Per engine, each reason it declined cases with, how many and one of them."""
+    lines = [
+        "## What each engine declined, and why",
+        "",
+        "| engine | reason | cases | for example |",
+        "|---|---|---|---|",
+    ]
+    for engine in summary["engines"]:
+        by_reason: dict[str, list[str]] = {}
+        for t in summary["tests"]:
+            if t["engine"] == engine["id"] and t["outcome"] == DECLINED:
+                first = str(t.get("detail", "")).splitlines()[0] if t.get("detail") else ""
+                reason = first.removeprefix("unsupported by the engine: ").replace("|", "\\|")
+                by_reason.setdefault(reason, []).append(t["name"])
+        for reason, cases in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            lines.append(f"| {engine['id']} | {reason} | {len(cases)} | `{min(cases)}` |")
+    return [*lines, ""]
+
+
+def write_docs(summary: dict[str, Any]) -> None:
+    from harness.reports import html, markdown
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    # the cells keep their counts (the rows); the listings keep the cases worth reading: what
+    # failed or deviates (a decline's reason is one line per area, in the engine's section)
+    listed = [trimmed(t) for t in summary["tests"] if t.get("outcome") not in ("passed", DECLINED)]
+    pages = {**summary, "tests": listed}
+    (OUT / "matrix.html").write_text(html(pages), encoding="utf-8")
+    text = markdown(pages)
+    head, _, rest = text.partition("\n## ")
+    tables = "\n".join(
+        [*share_table(summary), *deviation_table(summary, vector_sizes()), *declined_table(summary)]
+    )
+    (OUT / "summary.md").write_text(f"{head}\n{tables}\n## {rest}", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES), help="engines to run")
+    parser.add_argument("--merge-only", action="store_true", help="merge the last runs without running")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    codes = {} if args.merge_only else {name: run_engine(name) for name in args.engines}
+    summaries = []
+    for name in ENGINES:
+        path = RUNS / f"{name}.json"
+        if path.is_file():
+            summaries.append(named(json.loads(path.read_text(encoding="utf-8")), name))
+        else:
+            print(f"engine-reports: no run of {name} in {path}: left out of the matrix", file=sys.stderr)
+    if not summaries:
+        return 2
+    write_docs(merged(summaries))
+    print(f"engine-reports: wrote {OUT / 'matrix.html'} and {OUT / 'summary.md'}")
+    failed = [name for name, code in codes.items() if code != 0]
+    if failed:
+        print(f"engine-reports: runs with unexplained failures: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
