@@ -61,18 +61,7 @@ def source_table(env: Any, t_env: Any, rows: list[Row]) -> Any:
     from pyflink.common import Types
     from pyflink.table import DataTypes, Schema
 
-    types = [
-        Types.STRING(),
-        Types.LONG(),
-        Types.LONG(),
-        Types.LONG(),
-        Types.STRING(),
-        Types.LONG(),
-        Types.LONG(),
-        Types.LONG(),
-        Types.STRING(),
-    ]
-    stream = env.from_collection(rows, type_info=Types.ROW_NAMED(FIELD_NAMES, types))
+    stream = env.from_collection(rows, type_info=Types.ROW_NAMED(FIELD_NAMES, field_types()))
     sql_types = [
         DataTypes.STRING(),
         DataTypes.BIGINT(),
@@ -116,20 +105,16 @@ def observe_watermark() -> Any:
     return ObserveWatermark()
 
 
-def observed_type() -> Any:
+def field_types() -> list[Any]:
+    """Flink's types of FIELD_NAMES, in order."""
     from pyflink.common import Types
 
-    return Types.TUPLE(
-        [
-            Types.STRING(),
-            Types.LONG(),
-            Types.LONG(),
-            Types.LONG(),
-            Types.STRING(),
-            Types.LONG(),
-            Types.LONG(),
-            Types.LONG(),
-            Types.STRING(),
-            Types.LONG(),
-        ]
-    )
+    string, long = Types.STRING(), Types.LONG()
+    return [string, long, long, long, string, long, long, long, string]
+
+
+def observed_type() -> Any:
+    """A source row followed by the watermark its operator saw (ObserveWatermark)."""
+    from pyflink.common import Types
+
+    return Types.TUPLE([*field_types(), Types.LONG()])
