@@ -5,7 +5,8 @@
 
 Each engine runs through the command-line tool over vectors/ with its expectation file
 (expectations/<name>.toml): reference, spark and spark-native in process, flink out of process
-in its own environment (`tox -e flink`, which writes its run's summary itself). Each run's
+in its own environment (`tox -e flink`, started with the checkout's bootstrap tox, which
+writes its run's summary itself). Each run's
 summary JSON stays in reports/engines/; the merge writes docs/conformance/matrix.html and
 docs/conformance/summary.md, the latter opening with the share of the vectors each engine could
 express (a case an engine declines is not a pass). The command fails when a run has a failure
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -29,6 +31,15 @@ ENGINES = ("reference", "spark", "spark-native", "flink")
 IN_PROCESS = ("reference", "spark", "spark-native")
 
 
+def tox_command() -> str:
+    """The tox that starts the Flink environment: the checkout's bootstrap one, else tox on PATH."""
+    bootstrap = ROOT / ".bootstrap-venv" / "bin" / "tox"
+    found = str(bootstrap) if bootstrap.is_file() else shutil.which("tox")
+    if found is None:
+        raise SystemExit("engine-reports: no tox to start the flink environment (README: Two commands)")
+    return found
+
+
 def run_engine(name: str) -> int:
     """One engine over every vector; its summary JSON lands in reports/engines/<name>.json."""
     RUNS.mkdir(parents=True, exist_ok=True)
@@ -36,7 +47,7 @@ def run_engine(name: str) -> int:
         argv = [sys.executable, "-m", "harness.cli", "run", "vectors", "--engine", name, "--no-progress",
                 "--report", str(RUNS / f"{name}.json")]  # fmt: skip
     else:  # its own environment: PyFlink cannot share this one
-        argv = [sys.executable, "-m", "tox", "-e", "flink"]
+        argv = [tox_command(), "-e", "flink"]
     print(f"engine-reports: {' '.join(argv)}", flush=True)
     return subprocess.run(argv, cwd=ROOT, check=False).returncode
 
