@@ -26,8 +26,9 @@ DECLINED = {
     "eventtime_buffer": "Flink has no event-time reorder buffer operator with the veloFlux emission rules",
     "watermark_propagation": "Flink's watermark generation is periodic or per record and not given per node "
     "as the trace's watermark items (OXW); alignment pauses sources by wall clock",
-    "exactly_once_aggregation": "duplicate suppression by producer sequence is not a Flink operator; its "
-    "exactly-once is about checkpoints, not re-delivered messages (OXE)",
+    "exactly_once_aggregation": "Flink SQL keeps the first row per (producer, sequence) with no bound but a "
+    "wall-clock state TTL, not a window of recent sequences per channel with an outside_window verdict "
+    "(OXE-R2); its exactly-once is a checkpoint mode, not about re-delivered messages (OXE)",
     "sla_admission": "Flink has no SLA admission or load shedding operator (OXS)",
 }
 

@@ -189,3 +189,231 @@ def test_a_window_join_needs_the_same_window_on_both_sides() -> None:
         optimized = t_env.sql_query(query).explain().split("== Optimized Execution Plan ==")[-1]
         joins[name] = [line.strip().split("(")[0] for line in optimized.splitlines() if "Join" in line]
     assert joins == {"tumble": ["WindowJoin"], "hop": ["Join"]}
+
+
+def _explain_join(t_env: Any, window: str, on: str) -> list[str]:
+    """The join operators of the optimized plan of `window` on tables l and r, joined on `on`."""
+    sides = [f"SELECT * FROM TABLE({window.format(t=t)})" for t in ("l", "r")]
+    query = f"SELECT * FROM ({sides[0]}) a JOIN ({sides[1]}) b ON a.k = b.k AND {on}"
+    optimized = t_env.sql_query(query).explain().split("== Optimized Execution Plan ==")[-1]
+    return [line.strip() for line in optimized.splitlines() if "Join" in line]
+
+
+def test_a_session_window_join_pairs_equal_sessions_only() -> None:
+    """Decline probe for session_session: Flink's SESSION x SESSION window join builds sessions per side
+    and pairs rows of sessions with equal bounds; asking for overlapping sessions (OXJ-R13) is planned as a
+    regular Join, with no window purge."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    for side in ("l", "r"):
+        t_env.execute_sql(
+            f"CREATE TEMPORARY TABLE {side} (k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) "
+            "WITH ('connector' = 'datagen')"
+        )
+    session = "SESSION(TABLE {t} PARTITION BY k, DESCRIPTOR(ts), INTERVAL '10' SECOND)"
+    equal = _explain_join(t_env, session, "a.window_start = b.window_start AND a.window_end = b.window_end")
+    overlapping = _explain_join(
+        t_env, session, "a.window_start < b.window_end AND b.window_start < a.window_end"
+    )
+    assert [line.split("(")[0] for line in equal] == ["WindowJoin"]
+    assert "SESSION(" in equal[0]  # sessions per side, each side's own WindowTableFunction
+    assert [line.split("(")[0] for line in overlapping] == ["Join"]
+
+
+def test_a_window_join_has_no_allowed_lateness() -> None:
+    """Decline probe for allowed_lateness > 0: the table options that give a legacy group window its
+    lateness (emit=[late delay ...] in its plan) leave the WindowJoin node unchanged, with no lateness."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    lateness = {
+        "table.exec.emit.late-fire.enabled": "true",
+        "table.exec.emit.late-fire.delay": "1 s",
+        "table.exec.emit.allow-lateness": "1 h",
+    }
+    plans: list[list[str]] = []
+    for options in ({}, lateness):
+        t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+        for key, value in options.items():
+            t_env.get_config().set(key, value)
+        for side in ("l", "r"):
+            t_env.execute_sql(
+                f"CREATE TEMPORARY TABLE {side} (k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) "
+                "WITH ('connector' = 'datagen')"
+            )
+        tumble = "TUMBLE(TABLE {t}, DESCRIPTOR(ts), INTERVAL '10' SECOND)"
+        plans.append(
+            _explain_join(t_env, tumble, "a.window_start = b.window_start AND a.window_end = b.window_end")
+        )
+    # the options are real: with them the legacy GROUP BY TUMBLE aggregate gets a late-firing emit
+    legacy = t_env.sql_query("SELECT k, COUNT(*) FROM l GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)")
+    assert "emit=[late delay 1000 millisecond]" in legacy.explain()
+    assert plans[0] == plans[1]  # ...but they do not reach the window join
+    assert plans[0][0].startswith("WindowJoin(")
+    assert "late" not in plans[0][0].lower()
+
+
+@pytest.fixture(scope="module")
+def one_watermark_per_stream() -> dict[str, list[Any]]:
+    """One Flink job for the watermark probes: a keyed tumbling window with a late side output, and the
+    watermark a record meets on its own stream versus after a union with a second, slow source."""
+    from pyflink.common import Time, Types
+    from pyflink.datastream import KeyedProcessFunction, OutputTag, ProcessFunction
+    from pyflink.datastream.window import TumblingEventTimeWindows
+
+    from flink_engine import common
+
+    env, t_env = common.new_environment()
+
+    def rows(events: list[tuple[str, int]]) -> list[common.Row]:
+        # the SQL source watermark is wm_ms = the record's own time, emitted after each record
+        return [("event", 0, 0, seq, key, t, t, 0, "") for seq, (key, t) in enumerate(events)]
+
+    def pair() -> Any:
+        # (key, event time); a fresh type each time, as a used one holds a Java object OutputTag cannot pickle
+        return Types.TUPLE([Types.STRING(), Types.LONG()])
+
+    def tagged(tag: str) -> Any:
+        return lambda r: json.dumps([tag, r[0], r[1]])
+
+    # keyed_watermarks: key "fast" reaches 10000 before key "slow" sends its first element at 1000
+    keyed = common.source_with_watermark(env, t_env, rows([("fast", 0), ("fast", 10000), ("slow", 1000)]))
+    by_key = keyed.map(lambda r: (r[4], r[5]), pair()).key_by(lambda r: r[0], key_type=Types.STRING())
+
+    class SeenByKey(KeyedProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            yield json.dumps(["keyed_wm", value[0], value[1], ctx.timer_service().current_watermark()])
+
+    late_tag = OutputTag("late", pair())
+    windows = (
+        by_key.window(TumblingEventTimeWindows.of(Time.milliseconds(5000)))
+        .side_output_late_data(late_tag)
+        .reduce(lambda a, b: a, output_type=pair())
+    )
+    late = windows.get_side_output(late_tag).map(tagged("late"), Types.STRING())
+    fired = windows.map(tagged("window"), Types.STRING())
+    seen = by_key.process(SeenByKey(), Types.STRING())
+
+    # late_data several sources: stream A alone, and A after a union with B, whose watermark stays at 0
+    class Seen(ProcessFunction):
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            if value[4] == "a":  # B's records only hold the watermark back
+                yield json.dumps([self.tag, value[4], value[5], ctx.timer_service().current_watermark()])
+
+    a_times = [1000, 2000, 3000, 4000]
+    t_env.execute_sql(
+        "CREATE TEMPORARY TABLE b (key STRING, ts AS TO_TIMESTAMP_LTZ(0, 3), WATERMARK FOR ts AS ts) "
+        "WITH ('connector' = 'datagen', 'rows-per-second' = '5', 'fields.key.length' = '1')"
+    )
+    stream_a = common.source_with_watermark(env, t_env, rows([("a", t) for t in a_times]))
+    alone = stream_a.process(Seen("alone"), Types.STRING())
+    stream_a2 = common.source_with_watermark(env, t_env, rows([("a", t) for t in a_times]))
+    stream_b = t_env.to_data_stream(t_env.sql_query("SELECT 'event', 0, 0, 0, 'b', 0, 0, 0, '' FROM b"))
+    united = (
+        stream_a2.map(lambda r: r).union(stream_b.map(lambda r: r)).process(Seen("union"), Types.STRING())
+    )
+
+    expected = 2 + 1 + 3 + 2 * len(a_times)  # windows, late elements, keyed records, A's records twice
+    merged = fired.union(late, seen, alone, united)
+    found: dict[str, list[Any]] = {}
+    for line in merged.execute_and_collect("probes", limit=expected):
+        tag, *rest = json.loads(line)
+        found.setdefault(tag, []).append(rest)
+    return found
+
+
+def test_a_keyed_window_uses_the_streams_watermark(one_watermark_per_stream: dict[str, list[Any]]) -> None:
+    """Decline probe for keyed_watermarks: a key's first element meets the watermark other keys raised, and
+    the window operator sends it to the late output although its own key's time never advanced."""
+    found = one_watermark_per_stream
+    assert ["slow", 1000, 10000] in found["keyed_wm"]  # the slow key meets the fast key's watermark
+    assert found["late"] == [["slow", 1000]]
+    assert sorted(found["window"]) == [["fast", 0], ["fast", 10000]]
+
+
+def test_a_union_has_one_watermark_the_minimum(one_watermark_per_stream: dict[str, list[Any]]) -> None:
+    """Decline probe for late_data with several sources: after a union the stream has one watermark, the
+    minimum over its inputs, so the slow source B holds A's watermark back; A alone advances it."""
+    found = one_watermark_per_stream
+    alone = {t: wm for _, t, wm in found["alone"]}
+    assert alone[4000] == 3000  # alone, A's watermark follows A's own records
+    assert len(found["union"]) == 4
+    assert all(wm <= 0 for _, _, wm in found["union"])  # united with B (watermark 0 or none yet)
+
+
+def _public(cls: type) -> set[str]:
+    return {name for name in dir(cls) if not name.startswith("_")}
+
+
+def test_watermarks_come_only_from_built_in_generators() -> None:
+    """Decline probes for partitioned_watermarks and watermark_propagation: PyFlink's WatermarkStrategy
+    offers the built-in generators only (no Python WatermarkGenerator, so no explicit idle/active or
+    per-node watermark items), idleness is a Duration timeout, and alignment is a drift bound plus an
+    update interval, both durations, not trace-driven steps."""
+    import inspect
+
+    import pyflink.common.watermark_strategy as module
+    from pyflink.common import ExecutionConfig, WatermarkStrategy
+
+    assert _public(WatermarkStrategy) == {
+        "for_bounded_out_of_orderness",
+        "for_monotonous_timestamps",
+        "no_watermarks",
+        "with_idleness",
+        "with_timestamp_assigner",
+        "with_watermark_alignment",
+    }
+    assert not [name for name in dir(module) if "Generator" in name]  # nothing to subclass in Python
+    idleness = inspect.signature(WatermarkStrategy.with_idleness).parameters
+    assert [(p.name, p.annotation.__name__) for p in idleness.values() if p.name != "self"] == [
+        ("idle_timeout", "Duration")
+    ]
+    alignment = inspect.signature(WatermarkStrategy.with_watermark_alignment).parameters
+    assert list(alignment) == ["self", "watermark_group", "max_allowed_watermark_drift", "update_interval"]
+    # periodic generators are driven by a wall-clock interval of the job
+    assert {"get_auto_watermark_interval", "set_auto_watermark_interval"} <= _public(ExecutionConfig)
+
+
+def test_streams_have_no_reorder_or_shedding_operator() -> None:
+    """Decline probes for eventtime_buffer and sla_admission: no DataStream, KeyedStream or WindowedStream
+    method sorts, reorders or releases records by event time, or admits or sheds them; the only
+    buffer-named one flushes network buffers on a wall-clock timeout."""
+    from pyflink.datastream.data_stream import DataStream, KeyedStream, WindowedStream
+
+    pattern = re.compile(r"sort|order|buffer|release|admi|shed|sla|throttl|rate|limit|drop|deadline")
+    found = {
+        name
+        for cls in (DataStream, KeyedStream, WindowedStream)
+        for name in _public(cls)
+        if pattern.search(name)
+    }
+    assert found == {"set_buffer_timeout"}
+
+
+def test_exactly_once_is_a_checkpoint_mode() -> None:
+    """Decline probe for exactly_once_aggregation: Flink's exactly-once is a checkpointing mode, and no
+    stream method drops re-delivered records. Flink SQL does plan keep-first-row per key as a Deduplicate
+    node, so a repeated (producer, seq) can be dropped; what it lacks is OXE-R2's memory of the last
+    dedup_window sequences and the outside_window verdict (it keeps keys until a wall-clock state TTL)."""
+    from pyflink.datastream import CheckpointingMode
+    from pyflink.datastream.data_stream import DataStream, KeyedStream
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    assert list(CheckpointingMode.__members__) == ["EXACTLY_ONCE", "AT_LEAST_ONCE"]
+    assert not [
+        n for cls in (DataStream, KeyedStream) for n in _public(cls) if re.search(r"dedup|distinct|seq", n)
+    ]
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.execute_sql(
+        "CREATE TEMPORARY TABLE m (producer STRING, seq BIGINT, v BIGINT, pt AS PROCTIME()) "
+        "WITH ('connector' = 'datagen')"
+    )
+    query = (
+        "SELECT producer, seq, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY producer, seq "
+        "ORDER BY pt) AS rn FROM m) WHERE rn = 1"
+    )
+    optimized = t_env.sql_query(query).explain().split("== Optimized Execution Plan ==")[-1]
+    assert "Deduplicate(keep=[FirstRow]" in optimized
