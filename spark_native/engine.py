@@ -56,11 +56,11 @@ class SparkNativeEngine:
             from spark_impl.session import get_spark
 
             self._spark = get_spark()
-            self._spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(PROGRESS_KEPT))
         return self._spark
 
     def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
         spark = self.spark  # the session starts here, not in a pool thread
+        spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(PROGRESS_KEPT))
         with ThreadPoolExecutor(
             max_workers=self.concurrent_queries, thread_name_prefix="spark-native"
         ) as pool:
