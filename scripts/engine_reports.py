@@ -98,7 +98,7 @@ def share_table(summary: dict[str, Any]) -> list[str]:
     lines = [
         "## What each engine could express",
         "",
-        "A case an engine declines (it has no operator for it; the reason is in its section) is",
+        "A case an engine declines (it has no operator for it; the reasons are in the table of declines) is",
         "neither a pass nor a failure. A deviation is a failure its expectation file explains.",
         "",
         "| engine | cases | expressed | share | passed | deviation | failed | unexpected pass |",
