@@ -11,6 +11,7 @@
     eventtime-conformance check vectors --outputs outputs.jsonl
     eventtime-conformance report vectors --outputs outputs.jsonl -o report.md
     eventtime-conformance expectations reports/conformance.json --engine mypkg.adapter:MyEngine
+    eventtime-conformance selftest                       # can each expectation file still convict?
 
 Exit codes: 0 every case checked passed (cases an engine declines are
 skipped, not failed); 1 a case failed (a wrong answer, a timeout, a crash,
@@ -27,6 +28,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -296,8 +298,8 @@ def _write_report(summary: dict[str, Any], path: Path) -> None:
 def _checked(
     vectors: Sequence[Any], results: dict[str, Any], engine: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any], list[Any]]:
-    """The cases checked, the engine's expectation file applied, and the run's summary."""
-    from harness.expectations import ExpectationFileError, Expectations, load_expectations, parse_file
+    """The cases checked through the engine's expectation file, and the run's summary."""
+    from harness.expectations import ExpectationFileError, Expectations, load_expectations, read_file
     from harness.reports import summary_from_cases
     from harness.vector_check import apply_expectations, check_all, entry_statuses
 
@@ -307,28 +309,31 @@ def _checked(
             path = Path(args.expectations)
             if not path.is_file():
                 raise UsageError(f"no expectation file {path}")
-            exp = Expectations(name, path, parse_file(path))
+            deviations, shows = read_file(path)
+            exp = Expectations(name, path, deviations, shows=shows)
         else:
             exp = load_expectations(Path(args.project) / "expectations", engine, name)
     except ExpectationFileError as e:
         raise UsageError(str(e)) from None
-    outcomes = apply_expectations(check_all(vectors, results), exp)
+    outcomes = apply_expectations(check_all(vectors, results, exp), exp)
+    areas = {v.area for v in vectors}
+    whole = None if getattr(args, "case", None) else areas  # every case of these areas ran
     block = {
         "engine": engine,
         "file": str(exp.path or ""),
-        "entries": entry_statuses(outcomes, exp),
+        "entries": entry_statuses(outcomes, exp, whole),
         "problems": exp.problems,
     }
-    areas = {v.area for v in vectors}
     clauses = [c for c in load_clauses(Path(args.project) / "spec") if c.file.removesuffix(".md") in areas]
     summary = summary_from_cases(
         outcomes, engine, args.vectors, clauses,
-        expectations=[block] if exp.path else [],
+        expectations=[block] if exp.path else [], judged_by=exp,
     )  # fmt: skip
     return summary, outcomes
 
 
 def _finish(vectors: Sequence[Any], results: dict[str, Any], engine: str, args: argparse.Namespace) -> int:
+    from harness.expectations import FAILING_ENTRY
     from harness.vector_check import failure_text, summary_line
 
     summary, outcomes = _checked(vectors, results, engine, args)
@@ -343,21 +348,32 @@ def _finish(vectors: Sequence[Any], results: dict[str, Any], engine: str, args: 
     for block in summary["expectations"]:
         for entry in block["entries"]:
             if entry["status"] != "applied":
-                what = f"clause {entry['clause']}" if entry["clause"] else f"case {entry['scenario']!r}"
-                _out(f"{block['file']}: {what}: {entry['status']}")
+                witness = f" (witness {entry['witness']})" if entry.get("witness") else ""
+                _out(f"{block['file']}: {entry['key']}: {entry['status']}{witness}")
         for problem in block["problems"]:
             _out(f"{block['file']}: {problem}")
     for report in args.report or []:
         _write_report(summary, Path(report))
-    unexpected = sum(
-        1 for b in summary["expectations"] for e in b["entries"] if e["status"] == "unexpected-pass"
-    )
+    unexpected = sum(1 for b in summary["expectations"] for e in b["entries"] if e["status"] in FAILING_ENTRY)
     deviations = sum(1 for o in outcomes if o.status == "deviation")
     _out("")
     if deviations or unexpected:
-        _out(f"{deviations} known deviations and {unexpected} unexpected passes of {block_files(summary)}")
+        _out(
+            f"{deviations} known deviations and {unexpected} unexpected passes or missing witnesses "
+            f"of {block_files(summary)}"
+        )
+    _out(_shares_line(summary, engine))
     _out(f"{engine}: {summary_line(outcomes)}")
     return EXIT_FAILED if failed or unexpected else EXIT_OK
+
+
+def _shares_line(summary: dict[str, Any], engine: str) -> str:
+    """How many clauses of the run the engine let the cases observe, and how they ended."""
+    from harness.reports import CLAUSE_STATUS_ORDER
+
+    counts = Counter(r["status"] for r in summary["rows"] if r["engine"] == engine)
+    parts = [f"{counts[s]} {s}" for s in CLAUSE_STATUS_ORDER if counts[s]]
+    return f"clauses: {', '.join(parts) or 'none'}"
 
 
 def block_files(summary: dict[str, Any]) -> str:
@@ -369,7 +385,7 @@ def block_files(summary: dict[str, Any]) -> str:
 
 def cmd_expectations(args: argparse.Namespace) -> int:
     """Writes or updates an engine's expectation file from a run's summary JSON."""
-    from harness.expectations import ExpectationFileError, file_name, parse_file, render, update_from_summary
+    from harness.expectations import ExpectationFileError, file_name, read_file, render, update_from_summary
 
     try:
         summary = json.loads(Path(args.summary).read_text(encoding="utf-8"))
@@ -384,24 +400,48 @@ def cmd_expectations(args: argparse.Namespace) -> int:
     name = str(args.name or engines[engine_id] or engine_id)
     path = Path(args.directory) / file_name(name)
     try:
-        existing = parse_file(path) if path.is_file() else []
+        existing, shows = read_file(path) if path.is_file() else ([], None)
     except ExpectationFileError as e:
         raise UsageError(str(e)) from None
     update = update_from_summary(existing, summary, engine_id)
     _out(f"{path}: {len(update.deviations)} entries")
-    for clause in update.added:
-        _out(f"  added clause {clause} (a placeholder reason: say why)")
+    for key in update.added:
+        _out(f"  added {key} (a placeholder reason: say why)")
     for what in update.removed:
-        _out(f"  removed {what}: the run reported it as an unexpected pass")
+        _out(f"  removed {what}: the run reported it as an unexpected pass or its witness missing")
     if not (update.added or update.removed) and path.is_file():
         _out("  nothing to change")
         return EXIT_OK
     if args.dry_run:
-        sys.stdout.write(render(name, update.deviations))
+        sys.stdout.write(render(name, update.deviations, shows))
         return EXIT_OK
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(name, update.deviations), encoding="utf-8")
+    path.write_text(render(name, update.deviations, shows), encoding="utf-8")
     return EXIT_OK
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    """The judge tests itself on each expectation file (harness/selftest.py)."""
+    from harness.expectations import ExpectationFileError, Expectations, read_file
+    from harness.selftest import selftest
+    from harness.vectors import read_vectors
+
+    files = [Path(f) for f in args.files] or sorted((Path(args.project) / "expectations").glob("*.toml"))
+    if not files:
+        raise UsageError("no expectation file given, and none in expectations/")
+    vectors = read_vectors(args.vectors).vectors
+    unsound = 0
+    for path in files:
+        try:
+            deviations, shows = read_file(path)
+        except (OSError, ExpectationFileError) as e:
+            raise UsageError(str(e)) from None
+        result = selftest(Expectations(path.stem, path, deviations, shows=shows), vectors)
+        for line in result.lines():
+            _out(line)
+        unsound += not result.sound
+    _out(f"selftest: {len(files) - unsound} passed, {unsound} failed")
+    return EXIT_FAILED if unsound else EXIT_OK
 
 
 # ---- the parser -------------------------------------------------------------------------------
@@ -511,8 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "expectations",
         help="write or update an engine's expectations/<name>.toml from a run's summary JSON",
-        description="Adds a clause entry, with a placeholder reason, for every clause the run shows as "
-        "FAIL on the engine; removes the entries the run reported as unexpected passes; keeps the rest.",
+        description="Adds place entries (clause, table, columns, witness), with a placeholder reason, "
+        "covering every place the run's failures differ in; removes the entries the run reported as "
+        "unexpected passes or with a missing witness; keeps the rest and the file's [shows].",
     )
     p.add_argument(
         "summary",
@@ -527,6 +568,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--directory", default="expectations", help="where the files are (default: %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="print the file instead of writing it")
     p.set_defaults(func=cmd_expectations)
+
+    p = sub.add_parser(
+        "selftest",
+        help="check that expectation files can still convict: a mute oracle passes, one that loses "
+        "results fails, planted bugs fail",
+    )
+    p.add_argument("files", nargs="*", help="expectation files (default: every expectations/*.toml)")
+    p.add_argument("--vectors", nargs="+", default=[DEFAULT_VECTORS], help="vector files or folders")
+    p.set_defaults(func=cmd_selftest)
     return parser
 
 

@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness import expectations, output_clauses
-from harness.clauses import clause_sort_key
+from harness import expectations
 from harness.engine import Engine, run_canonical
 from harness.outputs import TABLES, Output, diff, format_table
 from harness.reference_engine import ReferenceEngine
@@ -463,22 +462,30 @@ def check_against_reference(
     report.seconds = time.monotonic() - t0
     if not report.failing:
         return report
-    found = {n: output_clauses.differences(traces[n].area, expected[n], actual[n]) for n in report.failing}
-    differences = (
-        None if any(d is None for d in found.values()) else [s for d in found.values() for s in d or []]
-    )
     active = expectations.active()
-    excused = {n: expectations.excuses(active.clauses, found[n], active.named) for n in report.failing}
-    unexcused = [n for n in report.failing if not excused[n]]
+    judged = {
+        n: expectations.judge(
+            traces[n].area, traces[n].config, expected[n], actual[n], active.expectations, active.test
+        )
+        for n in report.failing
+    }
+    # a difference only in tables or columns the engine's file says it does not show is none
+    report.failing = [n for n in report.failing if judged[n] is None or judged[n].differences]  # type: ignore[union-attr]
+    if not report.failing:
+        return report
+    placed: list[expectations.Judged] | None = (
+        None if any(judged[n] is None for n in report.failing) else [judged[n] for n in report.failing]  # type: ignore[misc]
+    )
+    unexcused = [n for n in report.failing if judged[n] is None or judged[n].unexcused]  # type: ignore[union-attr]
     if not unexcused:
         first = min(report.failing, key=lambda n: size(traces[n]))
+        used = list(dict.fromkeys(d for n in report.failing for d in judged[n].excused_by))  # type: ignore[union-attr]
         raise ExcusedDifference(
             f"engine {engine.name!r} differs from the oracle on {len(report.failing)} of {report.traces} "
-            f"generated traces, every difference in a table or column of an excused clause "
-            f"({', '.join(sorted(set().union(*excused.values()), key=clause_sort_key))}); the smallest, "
+            f"generated traces, every difference in a place an entry excuses "
+            f"({'; '.join(d.key for d in used)}); the smallest, "
             f"#{first}:\n{compare(traces[first].area, expected[first], actual[first])}",
-            differences=differences,
-            excused_by=sorted(set().union(*excused.values()), key=clause_sort_key),
+            judged=placed,
         )
     first = min(unexcused, key=lambda n: size(traces[n]))  # the smallest is the cheapest to shrink
     shrunk = shrink(
@@ -491,17 +498,16 @@ def check_against_reference(
         candidates_per_run=candidates_per_run,
     )
     error = AssertionError(failure_message(engine, traces, report, first, shrunk, context))
-    error.differences = differences  # type: ignore[attr-defined]  # read by the conformance summary
+    error.judged = placed  # type: ignore[attr-defined]  # read by the conformance summary
     raise error
 
 
 class ExcusedDifference(AssertionError):
     """A differential run whose every difference the engine's expectation entries excuse."""
 
-    def __init__(self, message: str, differences: list[set[str]] | None, excused_by: list[str]) -> None:
+    def __init__(self, message: str, judged: list[expectations.Judged] | None) -> None:
         super().__init__(message)
-        self.differences = differences
-        self.excused_by = excused_by
+        self.judged = judged
 
 
 def failure_message(

@@ -22,7 +22,7 @@ differences is attributed to a clause with an entry (harness/expectations.py).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -495,8 +495,46 @@ SHOWN: dict[str, AreaClauses] = {
 
 # ---- attribution ----------------------------------------------------------------------------
 
+#: the place of a difference in which rows a table has (a row only one answer has), beside its columns
+ROWS = "rows"
+#: the table of a difference in whether the configuration is refused (TR-6)
+REFUSAL = "refusal"
 
-def _by_key(columns: tuple[str, ...], key: tuple[str, ...], rows: list[Row]) -> dict[Row, list[Row]]:
+
+@dataclass(frozen=True)
+class Difference:
+    """One place where two answers of a trace differ, and the clauses that decide that place.
+
+    ``table`` is an output table or ``REFUSAL``; ``place`` is a column of the table, ``ROWS``
+    (which rows exist) or, for a refusal, ``ROWS`` too."""
+
+    table: str
+    place: str
+    clauses: frozenset[str]
+
+
+def place_clauses(area: str, table: str, place: str) -> frozenset[str]:
+    """The clauses that decide one place: a key column and ``ROWS`` by the table's ``rows``."""
+    decl = SHOWN[area]
+    if table == REFUSAL:
+        return frozenset(decl.refusal)
+    t = decl.tables[table]
+    return frozenset(t.rows if place == ROWS or place in t.key else t.columns[place])
+
+
+def clause_areas() -> dict[str, str]:
+    """Every clause some place of an area decides, with that area."""
+    out = {}
+    for area, decl in SHOWN.items():
+        for c in decl.refusal:
+            out[c] = area
+        for t in decl.tables.values():
+            for c in (*t.rows, *(c for cs in t.columns.values() for c in cs)):
+                out[c] = area
+    return out
+
+
+def _by_key(columns: Sequence[str], key: Sequence[str], rows: Sequence[Row]) -> dict[Row, list[Row]]:
     idx = [columns.index(k) for k in key]
     out: dict[Row, list[Row]] = defaultdict(list)
     for r in rows:
@@ -504,41 +542,68 @@ def _by_key(columns: tuple[str, ...], key: tuple[str, ...], rows: list[Row]) -> 
     return out
 
 
-def table_clauses(area: str, table: str, expected: list[Row], actual: list[Row]) -> set[str]:
-    """The clauses one table's difference is attributed to (empty when the rows are equal)."""
-    if expected == actual:
-        return set()
-    columns = TABLES[area][table]
+def project_rows(area: str, table: str, columns: Sequence[str], rows: Sequence[Row]) -> list[Row]:
+    """The rows of one table cut to ``columns`` (in the table's order), sorted as a multiset."""
+    every = TABLES[area][table]
+    idx = [every.index(c) for c in every if c in columns]
+    return sorted((tuple(r[i] for i in idx) for r in rows), key=_order)
+
+
+def table_places(
+    area: str,
+    table: str,
+    expected: Sequence[Row],
+    actual: Sequence[Row],
+    columns: Sequence[str] | None = None,
+) -> list[Difference]:
+    """Where two answers of one table differ, seen through ``columns`` only (all by default): rows
+    are paired by the key columns among them; a key with more or fewer rows on one side is a
+    ``ROWS`` difference, a paired row's differing value one of its column."""
+    shown = tuple(c for c in TABLES[area][table] if columns is None or c in columns)
+    e_all = project_rows(area, table, shown, expected)
+    a_all = project_rows(area, table, shown, actual)
+    if e_all == a_all:
+        return []
     decl = SHOWN[area].tables[table]
-    e_rows = _by_key(columns, decl.key, expected)
-    a_rows = _by_key(columns, decl.key, actual)
-    out: set[str] = set()
+    key = [k for k in decl.key if k in shown]
+    e_rows, a_rows = _by_key(shown, key, e_all), _by_key(shown, key, a_all)
+    places: set[str] = set()
     for k in e_rows.keys() | a_rows.keys():
         es, as_ = e_rows.get(k, []), a_rows.get(k, [])
         if len(es) != len(as_):
-            out.update(decl.rows)
+            places.add(ROWS)
         if es == as_:
             continue
-        for e, a in zip(sorted(es, key=_order), sorted(as_, key=_order), strict=False):
-            for i, (x, y) in enumerate(zip(e, a, strict=True)):
-                if x != y and columns[i] not in decl.key:
-                    out.update(decl.columns[columns[i]])
-    return out
+        for e, a in zip(es, as_, strict=False):
+            places.update(shown[i] for i, (x, y) in enumerate(zip(e, a, strict=True)) if x != y)
+    # a differing key column cannot happen in pairs of one key: only the other columns remain
+    return [Difference(table, p, place_clauses(area, table, p)) for p in sorted(places)]
+
+
+def table_clauses(area: str, table: str, expected: list[Row], actual: list[Row]) -> set[str]:
+    """The clauses one table's difference is attributed to (empty when the rows are equal)."""
+    return set().union(*(d.clauses for d in table_places(area, table, expected, actual)))
 
 
 def _order(row: Row) -> tuple[Any, ...]:
     return tuple((v is not None, v) for v in row)
 
 
-def refusal_differences(area: str) -> list[set[str]] | None:
+def refusal_differences(area: str) -> list[Difference] | None:
     """One answer refused the trace and the other did not, or with another error type."""
-    return [set(SHOWN[area].refusal)] if area in SHOWN else None
+    return [Difference(REFUSAL, ROWS, frozenset(SHOWN[area].refusal))] if area in SHOWN else None
 
 
-def differences(area: str, expected: Output | Exception, actual: Output | Exception) -> list[set[str]] | None:
-    """Per difference between two answers of one trace (a differing table, or a refusal on one
-    side), the clauses it is attributed to: [] when they agree; None when it cannot be placed
-    (an answer is a crash, not a refusal, or no declaration places a table's difference)."""
+def differences(
+    area: str,
+    expected: Output | Exception,
+    actual: Output | Exception,
+    shown: Mapping[str, Sequence[str]] | None = None,
+) -> list[Difference] | None:
+    """Every place where two answers of one trace differ (a table's rows or column, or a refusal
+    on one side), with the clauses deciding it: [] when they agree; None when it cannot be placed
+    (an answer is a crash, not a refusal). ``shown``: the tables and columns to compare (an
+    engine's declaration, harness/expectations.py); every one by default."""
     from harness.traces import InvalidConfig
 
     if area not in SHOWN:
@@ -555,16 +620,19 @@ def differences(area: str, expected: Output | Exception, actual: Output | Except
     assert not isinstance(expected, Exception) and not isinstance(actual, Exception)
     out = []
     for table in TABLES[area]:
-        e, a = expected.get(table, []), actual.get(table, [])
-        if e != a:
-            found = table_clauses(area, table, e, a)
-            if not found:
-                return None
-            out.append(found)
+        if shown is not None and table not in shown:
+            continue
+        columns = None if shown is None else shown[table]
+        out += table_places(area, table, expected.get(table, []), actual.get(table, []), columns)
     return out
+
+
+def clauses_of(found: Sequence[Difference] | None) -> set[str]:
+    """Every clause some of the differences is attributed to."""
+    return set().union(*(d.clauses for d in found)) if found else set()
 
 
 def differing_clauses(area: str, expected: Output | Exception, actual: Output | Exception) -> set[str] | None:
     """Every clause the differences of two answers are attributed to (``differences``, joined)."""
     found = differences(area, expected, actual)
-    return None if found is None else set().union(*found)
+    return None if found is None else clauses_of(found)

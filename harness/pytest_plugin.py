@@ -62,13 +62,14 @@ from harness import expectations, replay
 from harness.clauses import clause_sort_key, is_clause_id, load_clauses
 from harness.engine import BUILTIN_ENGINES, COMMAND_ENGINES, Engine, load_engine, run_canonical
 from harness.expectations import (
+    FAILING_ENTRY,
     Deviation,
     ExpectationFileError,
     Expectations,
+    Judged,
     Ran,
-    charged_clauses,
+    charged,
     entry_statuses,
-    excuses,
     file_name,
     load_expectations,
     unknown_clause_problems,
@@ -608,7 +609,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.config.stash.get(_TAG_PROBLEMS, None):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif _RUNS in session.config.stash and any(
-        e["status"] == "unexpected-pass" for b in expectation_entries(session.config) for e in b["entries"]
+        e["status"] in FAILING_ENTRY for b in expectation_entries(session.config) for e in b["entries"]
     ):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a fixed deviation must leave its file
 
@@ -626,9 +627,11 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
         handler.inner_test = _saving_failures(item, original)
     runs = item.config.stash[_RUNS]
     engine_id = _engine_of(item)
-    entries = runs.expectations[engine_id].clauses if engine_id in runs.expectations else set()
     try:
-        with expectations.activated(entries, item_clauses(item)):  # what a differential run may excuse
+        # what a differential run may excuse: the place entries of the engine's file
+        with expectations.activated(
+            runs.expectations.get(engine_id or ""), item_clauses(item), item_name(item)
+        ):
             return (yield)
     finally:
         if original is not None:
@@ -719,7 +722,7 @@ def oracle_only_reason(item: pytest.Item) -> str:
 
 
 def _dev_json(d: Deviation) -> dict[str, Any]:
-    return {"clause": d.clause, "scenario": d.scenario, "reason": d.reason, "link": d.link}
+    return {"clause": d.clause, "scenario": d.scenario, "key": d.key, "reason": d.reason, "link": d.link}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -742,7 +745,8 @@ class TestResult:
     detail: str = ""
     failed_clauses: list[str] = field(default_factory=list)  # what a failure is charged to
     involved: list[str] = field(default_factory=list)  # every clause its differences are attributed to
-    excused_by: list[str] = field(default_factory=list)  # the clause entries that excuse it
+    excused_by: list[str] = field(default_factory=list)  # the keys of the place entries that excuse it
+    unexcused: list[dict[str, Any]] = field(default_factory=list)  # the places no entry excuses
 
 
 def _kind(item: pytest.Item) -> str:
@@ -787,38 +791,46 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _attribute_failure(item: pytest.Item, call: pytest.CallInfo[None], report: Any, res: TestResult) -> None:
-    """Which clauses a failure is charged to, and whether the engine's clause entries excuse
-    it (then the report becomes an expected failure, as a strict xfail would)."""
-    from harness.differential import ExcusedDifference
-
+    """Which clauses a failure is charged to, and whether the engine's place entries excuse it
+    (then the report becomes an expected failure, as a strict xfail would)."""
     error = call.excinfo.value if call.excinfo is not None else None
-    differences: list[set[str]] | None
-    if error is not None and hasattr(error, "differences"):  # a differential run placed them
-        differences = error.differences
-    else:
-        differences = _scenario_differences(item)
-    res.failed_clauses = charged_clauses(differences, res.clauses)
-    res.involved = sorted(set().union(*differences) if differences else res.clauses, key=clause_sort_key)
     runs = item.config.stash[_RUNS]
     exp = runs.expectations.get(res.engine)
-    if exp is None:
-        return
-    if isinstance(error, ExcusedDifference):
-        used = set(error.excused_by)
-    elif error is not None and hasattr(error, "differences"):
-        return  # the differential run found a difference no entry excuses
+    judged: list[Judged] | None
+    if error is not None and hasattr(error, "judged"):  # a differential run placed its differences
+        judged = error.judged
     else:
-        used = excuses(exp.clauses, differences, res.clauses)
-    if used:
-        res.excused_by = sorted(used, key=clause_sort_key)
-        report.outcome = "skipped"
-        report.wasxfail = "; ".join(d.describe() for d in exp.for_clauses(used))
+        judged = _scenario_judged(item, exp)
+    joined = _joined(judged)
+    res.failed_clauses = charged(joined, res.clauses)
+    res.involved = sorted(
+        set().union(*(d.clauses for d in joined.differences)) if joined else res.clauses, key=clause_sort_key
+    )
+    res.unexcused = [
+        {"table": d.table, "place": d.place, "clauses": sorted(d.clauses, key=clause_sort_key)}
+        for d in (joined.unexcused if joined else [])
+    ]
+    if exp is None or joined is None or joined.unexcused or not joined.excused_by:
+        return
+    res.excused_by = [d.key for d in joined.excused_by]
+    report.outcome = "skipped"
+    report.wasxfail = "; ".join(d.describe() for d in joined.excused_by)
 
 
-def _scenario_differences(item: pytest.Item) -> list[set[str]] | None:
-    """A failing scenario's differences: its traces' answers from this engine against the
-    oracle's, placed by harness/output_clauses.py; None when that cannot be said."""
-    from harness import output_clauses
+def _joined(judged: list[Judged] | None) -> Judged | None:
+    """The judgements of a test's traces as one: every difference, every unexcused one, every entry."""
+    if not judged:
+        return None
+    return Judged(
+        [d for j in judged for d in j.differences],
+        [d for j in judged for d in j.unexcused],
+        tuple(dict.fromkeys(e for j in judged for e in j.excused_by)),
+    )
+
+
+def _scenario_judged(item: pytest.Item, exp: Expectations | None) -> list[Judged] | None:
+    """A failing scenario's traces judged: this engine's answers against the oracle's, placed by
+    harness/output_clauses.py, the engine's place entries applied; None when that cannot be said."""
     from harness.differential import run_safely
     from harness.reference_engine import ReferenceEngine
     from harness.steps import traces_of_scenario
@@ -832,16 +844,16 @@ def _scenario_differences(item: pytest.Item) -> list[set[str]] | None:
         traces = traces_of_scenario(scenario.steps, scenario.name)
     except Exception:  # noqa: BLE001 - a scenario the step library cannot replay
         return None
-    found: list[set[str]] = []
+    found: list[Judged] = []
     for t in traces:
         actual = handle.cache.get(t.dumps())
         if actual is None:
             return None
         expected = run_safely(ReferenceEngine(), [t])[0]
-        d = output_clauses.differences(t.area, expected, actual)
-        if d is None:
+        j = expectations.judge(t.area, t.config, expected, actual, exp, item_name(item))
+        if j is None:
             return None
-        found += d
+        found.append(j)
     return found
 
 
@@ -1085,7 +1097,7 @@ def expectation_entries(config: pytest.Config) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for engine_id, exp in runs.expectations.items():
         mine = [r for r in results if r.engine == engine_id]
-        ran = [Ran(r.nodeid, r.name, r.clauses, set(r.involved), r.outcome) for r in mine]
+        ran = [Ran(r.nodeid, r.name, r.clauses, r.outcome, r.excused_by) for r in mine]
         entries = entry_statuses(exp, ran)
         problems = list(exp.problems)
         if not out:  # files of engines not in this run are reported once, with the first engine
@@ -1200,13 +1212,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line("")
         tr.write_line(f"expectations of {block['engine']} ({block['file'] or 'no file'}):")
         for e in block["entries"]:
-            what = f"clause {e['clause']}" if e["clause"] else f"scenario {e['scenario']!r}"
             note = {
                 "applied": f"excuses or names {len(e['tests'])} failing tests",
-                "unexpected-pass": "UNEXPECTED PASS: no failure involves it; remove it (the run fails)",
+                "unexpected-pass": "UNEXPECTED PASS: its witness or test no longer fails there; remove it "
+                "(the run fails)",
+                "witness missing": "WITNESS MISSING: no case of its area has that name (the run fails)",
                 "matches nothing": "matches no test of this run",
             }[e["status"]]
-            tr.write_line(f"    {what}: {note}")
+            tr.write_line(f"    {e.get('key') or e['clause'] or e['scenario']}: {note}")
         for problem in block["problems"]:
             tr.write_line(f"    problem: {problem}")
     problems = summary["clause_tag_problems"]

@@ -31,24 +31,47 @@ from pathlib import Path
 from typing import Any
 
 from harness.clauses import clause_sort_key
-from harness.expectations import charged_clauses
 
 FORMAT = "eventtime-conformance-summary/2"
 
 # Row statuses, worst first, and what each means.
-STATUSES = ("FAIL", "unexpected-pass", "deviation", "xfail", "ok", "oracle-only", "spark-only", "untested")
+STATUSES = (
+    "FAIL", "unexpected-pass", "deviation", "xfail", "ok", "oracle-only", "spark-only", "not observable",
+    "adapter", "declined", "untested",
+)  # fmt: skip
+#: the statuses a run over vectors gives a clause, worst first (the command-line tool's counts)
+CLAUSE_STATUS_ORDER = (
+    "FAIL",
+    "unexpected-pass",
+    "deviation",
+    "ok",
+    "not observable",
+    "adapter",
+    "declined",
+    "untested",
+)
 STATUS_MEANING = {
     "FAIL": "a test of the clause failed",
-    "unexpected-pass": "a test an expectation file marks as a known deviation passed: remove the entry",
+    "unexpected-pass": "an expectation entry's witness (or the test it names) no longer fails there: "
+    "remove the entry",
     "deviation": "a known deviation: an expectation file says the engine fails here, and it does",
     "xfail": "a test's own expected failure",
     "ok": "every test of the clause that ran passed",
     "oracle-only": "shown by the reference engine only (API-level scenarios, TR-10)",
     "spark-only": "a comparison with Spark's own operators: only tests of the Spark implementation show it",
+    "not observable": "the engine shows no table or column that decides the clause (its expectation file's "
+    "[shows]): nothing it answers could pass or fail it",
+    "adapter": "only refused configurations showed it, and the adapter refuses them with this project's "
+    "check, not the engine",
+    "declined": "the engine declines the cases of the clause (it answered them as unsupported, or its "
+    "expectation file shows none of the area's result tables)",
     "untested": "no test of the clause ran on the engine",
 }
 # Test outcomes, worst first.
-OUTCOMES = ("failed", "unexpected-pass", "deviation", "xfailed", "passed", "oracle-only", "skipped")
+OUTCOMES = (
+    "failed", "unexpected-pass", "deviation", "xfailed", "passed", "oracle-only", "adapter", "declined",
+    "skipped",
+)  # fmt: skip
 _CHARGED = ("failed", "deviation")  # outcomes charged to failed_clauses, not to every clause
 DETAIL_LINES = 8  # lines of a test's detail the Markdown report and the JUnit failure text show
 NO_FILE = ""  # the spec file of a clause only seen in test tags
@@ -88,8 +111,11 @@ class _Test:
     failed_clauses: tuple[str, ...]
     outcome: str
     detail: str
+    unobservable: tuple[str, ...] = ()  # named clauses no place the engine shows decides
 
     def counts_against(self, clause: str) -> bool:
+        if clause in self.unobservable:
+            return False
         if self.outcome in _CHARGED:
             return clause in self.failed_clauses
         return clause in self.clauses
@@ -99,6 +125,8 @@ class _Test:
 
     def outcome_on(self, clause: str) -> str:
         """The outcome as shown under ``clause``: a failure charged elsewhere says so."""
+        if clause in self.unobservable and self.outcome not in ("declined", "adapter"):
+            return "not observable"
         if self.outcome in _CHARGED and not self.counts_against(clause):
             return f"{self.outcome} (charged to {', '.join(self.failed_clauses) or 'no clause'})"
         return self.outcome
@@ -164,6 +192,10 @@ class _Report:
         ):
             if outcome in outcomes:
                 return status
+        shown = {t.outcome_on(clause) for t in self.tests_of(clause, engine)}
+        for status in ("not observable", "adapter", "declined"):
+            if status in shown:
+                return status
         return "untested"
 
     def groups(self) -> list[tuple[str, list[_Clause]]]:
@@ -209,6 +241,7 @@ def _read(summary: Mapping[str, Any]) -> _Report:
                 failed_clauses=named if failed is None else tuple(_str_list(failed)),
                 outcome=_clean(t.get("outcome") or "passed"),
                 detail=_clean(t.get("detail")),
+                unobservable=tuple(_str_list(t.get("unobservable"))),
             )
         )
     rows: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -283,6 +316,8 @@ def _counts_text(c: Counter[str], order: Sequence[str]) -> str:
 
 
 def _entry_target(entry: Mapping[str, Any]) -> str:
+    if entry.get("key"):
+        return _clean(entry["key"])
     if entry.get("clause"):
         return f"clause {_clean(entry['clause'])}"
     if entry.get("scenario"):
@@ -421,7 +456,11 @@ def _md_engine(rep: _Report, engine: str, description: str) -> list[str]:
         lines.append("")
 
     unexpected = with_status("unexpected-pass")
-    stale = [(f, e) for f, e in _entries(entries) if _clean(e.get("status")) == "unexpected-pass"]
+    stale = [
+        (f, e)
+        for f, e in _entries(entries)
+        if _clean(e.get("status")) in ("unexpected-pass", "witness missing")
+    ]
     if unexpected or stale:
         lines += [
             "### Unexpected passes",
@@ -513,7 +552,7 @@ class _Anchors:
         return self._ids[key]
 
 
-_STATUS_CLASS = {s: "st-" + s.replace("-", "") for s in STATUSES}
+_STATUS_CLASS = {s: "st-" + s.replace("-", "").replace(" ", "") for s in STATUSES}
 _OUTCOME_STATUS = {
     "failed": "FAIL",
     "unexpected-pass": "unexpected-pass",
@@ -521,6 +560,9 @@ _OUTCOME_STATUS = {
     "xfailed": "xfail",
     "passed": "ok",
     "oracle-only": "oracle-only",
+    "not observable": "not observable",
+    "adapter": "adapter",
+    "declined": "declined",
     "skipped": "untested",
 }
 
@@ -555,6 +597,8 @@ a.cid { font-weight: 600; white-space: nowrap; margin-right: 6px; }
 .st-deviation { background: var(--dev); color:#5c4500; } .st-xfail { background: var(--xf); color:#3d2a73; }
 .st-ok { background: var(--ok); color:#1b4d1e; } .st-oracleonly { background: var(--oo); color:#1c3f63; }
 .st-sparkonly { background: var(--oo); color:#1c3f63; }
+.st-notobservable { background:#f3eee4; color:#5a4a2a; } .st-adapter { background:#e4eef3; color:#2a4a5a; }
+.st-declined { background: var(--un); color:#333; font-style: italic; }
 .st-untested { background: var(--un); color:#555; } .st-other { background:#fff; color:#000; }
 .legend { display: flex; flex-wrap: wrap; gap: 6px 14px; margin: 6px 0 12px; padding: 0; list-style: none; }
 .legend li { display: flex; align-items: center; gap: 6px; }
@@ -933,6 +977,8 @@ def _skip_message(rep: _Report, clause: str, engine: str, status: str) -> str:
         return "untested: no test of this clause ran on this engine"
     if status == "spark-only":
         return "spark-only: the clause compares Spark's own operators, which only Spark's tests can run"
+    if status in ("not observable", "adapter", "declined"):
+        return f"{status}: {STATUS_MEANING[status]}"
     outcome = {"deviation": "deviation", "xfail": "xfailed", "oracle-only": "oracle-only"}.get(status)
     tests = rep.counting(clause, engine, outcome) if outcome else []
     reasons = list(dict.fromkeys(t.detail.strip().splitlines()[0] for t in tests if t.detail.strip()))
@@ -957,8 +1003,28 @@ def write_reports(summary: Mapping[str, Any], directory: str | Path, stem: str =
 
 # ---- the command-line tool's runs --------------------------------------------------------------
 
+#: a clause's status from its cases, the first whose outcome any case has (``_case_on``)
+_CLAUSE_FROM_CASES = (
+    ("FAIL", "failed"), ("unexpected-pass", "unexpected-pass"), ("deviation", "deviation"), ("ok", "passed"),
+    ("not observable", "not observable"), ("adapter", "adapter"), ("declined", "declined"),
+)  # fmt: skip
 
-_CASE_OUTCOME = {"pass": "passed", "fail": "failed", "skip": "skipped"}
+
+def _case_on(test: Mapping[str, Any], clause: str) -> str:
+    """What one case says of one clause it names: its own outcome where it is charged to the
+    clause; not observable where the engine shows nothing deciding it; passed where a failure
+    or deviation lies in other clauses' places."""
+    outcome = str(test["outcome"])
+    if outcome in ("declined", "adapter"):
+        return outcome
+    if clause in test.get("unobservable", ()):
+        return "not observable"
+    if outcome in ("failed", "deviation") and clause not in test["failed_clauses"]:
+        return "passed"
+    return outcome
+
+
+_CASE_OUTCOME = {"pass": "passed", "fail": "failed"}
 
 
 def summary_from_cases(
@@ -969,13 +1035,20 @@ def summary_from_cases(
     *,
     texts: Mapping[str, str] | None = None,
     expectations: Sequence[Mapping[str, Any]] = (),
+    judged_by: Any = None,
 ) -> dict[str, Any]:
     """A summary of the plugin's schema from ``harness.vector_check.CaseOutcome`` objects.
 
     ``clauses`` is ``harness.clauses.load_clauses(...)`` (or dicts with id/title/file/text) or [];
-    ``texts`` optionally maps clause ids to their text, for clauses that carry none. A case is a
-    test of kind ``case`` and counts as a scenario in the rows.
+    ``texts`` optionally maps clause ids to their text, for clauses that carry none;
+    ``judged_by`` the engine's ``Expectations``, whose entries a deviation is charged to. A case
+    is a test of kind ``case`` and counts as a scenario in the rows. A clause's status: FAIL,
+    unexpected-pass (its entry's witness no longer differs), deviation, ok (a case that could
+    have failed it passed), not observable, adapter, declined, untested; worst first.
     """
+    from harness.expectations import FAILING_ENTRY
+    from harness.vector_check import charged_to
+
     texts = texts or {}
     listed: dict[str, dict[str, str]] = {}
     for c in clauses:
@@ -997,6 +1070,7 @@ def summary_from_cases(
         detail = "\n".join(
             part for part in (o.reason, f"from {v.origin}" if v.origin else "", o.detail) if part
         )
+        judged = getattr(o, "judged", None)
         tests.append(
             {
                 "nodeid": v.id,
@@ -1004,9 +1078,13 @@ def summary_from_cases(
                 "engine": engine,
                 "kind": "case",
                 "clauses": list(v.clauses),
-                "failed_clauses": charged_clauses(getattr(o, "differences", None), list(v.clauses))
-                if outcome in ("failed", "deviation")
-                else [],
+                "failed_clauses": charged_to(o, judged_by) if outcome in ("failed", "deviation") else [],
+                "unobservable": list(getattr(o, "unobservable", ())),
+                "unexcused": [
+                    {"table": d.table, "place": d.place, "clauses": sorted(d.clauses, key=clause_sort_key)}
+                    for d in (judged.unexcused if judged is not None else [])
+                ],
+                "excused_by": [d.key for d in getattr(o, "excused_by", ())],
                 "outcome": outcome,
                 "detail": detail,
                 "area": v.area,
@@ -1018,20 +1096,13 @@ def summary_from_cases(
 
     rows = []
     for c in listed.values():
-        mine = [t for t in tests if c["id"] in t["clauses"]]
-        n = Counter(
-            "passed" if t["outcome"] in ("failed", "deviation") and c["id"] not in t["failed_clauses"]
-            else t["outcome"]
-            for t in mine
-        )  # fmt: skip
+        mine = [t for t in tests if c["id"] in t["clauses"] or c["id"] in t["failed_clauses"]]
+        n = Counter(_case_on(t, c["id"]) for t in mine)
         n["unexpected-pass"] += sum(
             1 for b in expectations for e in b.get("entries", [])
-            if e.get("clause") == c["id"] and e.get("status") == "unexpected-pass"
+            if e.get("clause") == c["id"] and e.get("status") in FAILING_ENTRY
         )  # fmt: skip
-        status = (
-            "FAIL" if n["failed"] else "unexpected-pass" if n["unexpected-pass"]
-            else "deviation" if n["deviation"] else "ok" if n["passed"] else "untested"
-        )  # fmt: skip
+        status = next((s for s, o in _CLAUSE_FROM_CASES if n[o]), "untested")
         rows.append(
             {
                 "clause": c["id"],
@@ -1047,7 +1118,10 @@ def summary_from_cases(
                 "unexpected_passes": n["unexpected-pass"],
                 "xfailed": 0,
                 "oracle_only": 0,
-                "skipped": n["skipped"],
+                "skipped": n["declined"] + n["adapter"],
+                "not_observable": n["not observable"],
+                "adapter": n["adapter"],
+                "declined": n["declined"],
                 "scenarios": sorted(t["name"] for t in mine),
                 "properties": [],
             }

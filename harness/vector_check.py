@@ -10,13 +10,14 @@ side.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.expectations import Expectations, Ran, excuses
+from harness.clauses import clause_sort_key
+from harness.expectations import Deviation, Expectations, Judged, Ran, charged, judge
 from harness.expectations import entry_statuses as expectation_statuses
-from harness.output_clauses import differences, refusal_differences
+from harness.output_clauses import Difference, project_rows, refusal_differences
 from harness.outputs import TABLES, Output
 from harness.steps import side_by_side
 from harness.vectors import CaseResult, ExpectedError, Vector
@@ -24,19 +25,33 @@ from harness.vectors import CaseResult, ExpectedError, Vector
 MAX_TABLE_ROWS = 30  # rows of a side-by-side table shown around the first divergence
 
 
+#: case statuses: pass | fail | declined (the engine or its declaration does not answer the case)
+#: | adapter (a refusal the adapter decides) | deviation | unexpected-pass
+NOT_JUDGED = ("declined", "adapter")
+
+
 @dataclass(frozen=True)
 class CaseOutcome:
     vector: Vector
-    status: str  # pass | fail | skip, then deviation | unexpected-pass once expectations apply
+    status: str  # pass | fail | declined | adapter, then deviation | unexpected-pass once entries apply
     reason: str = ""  # one line
     detail: str = ""  # the tables, for a failure
-    # per difference from the expected answer, the clauses it is attributed to
-    # (harness/output_clauses.py); None for a failure that is no answer (a crash, a timeout)
-    differences: list[set[str]] | None = None
+    # the answers compared (harness/expectations.py ``judge``): every place they differ, what no
+    # entry excuses and the entries that excuse the rest; None for a failure that is no answer
+    judged: Judged | None = None
+    unobservable: tuple[str, ...] = ()  # the clauses it names that no place the engine shows decides
 
     @property
     def id(self) -> str:
         return self.vector.id
+
+    @property
+    def differences(self) -> list[Difference] | None:
+        return None if self.judged is None else self.judged.differences
+
+    @property
+    def excused_by(self) -> tuple[Deviation, ...]:
+        return () if self.judged is None or self.judged.unexcused else self.judged.excused_by
 
 
 def _describe(answer: Output | ExpectedError) -> str:
@@ -61,11 +76,18 @@ def _window(rows: Sequence[tuple[Any, ...]], first: int) -> tuple[list[tuple[Any
     return list(rows[start : start + MAX_TABLE_ROWS]), start
 
 
-def table_differences(area: str, expected: Output, actual: Output) -> list[tuple[str, str]]:
-    """(table, text) for every table that differs: the first diverging row, then both tables."""
+def table_differences(
+    area: str, expected: Output, actual: Output, shown: Mapping[str, Sequence[str]] | None = None
+) -> list[tuple[str, str]]:
+    """(table, text) for every table that differs, cut to ``shown`` (the tables and columns an
+    engine shows; all by default): the first diverging row, then both tables."""
     out = []
-    for name, columns in TABLES[area].items():
-        e, a = expected.get(name, []), actual.get(name, [])
+    for name, every in TABLES[area].items():
+        if shown is not None and name not in shown:
+            continue
+        columns = tuple(c for c in every if shown is None or c in shown[name])
+        e = project_rows(area, name, columns, expected.get(name, []))
+        a = project_rows(area, name, columns, actual.get(name, []))
         if e == a:
             continue
         first = next((i for i, (x, y) in enumerate(zip(e, a, strict=False)) if x != y), min(len(e), len(a)))
@@ -86,15 +108,28 @@ def table_differences(area: str, expected: Output, actual: Output) -> list[tuple
     return out
 
 
-def check_case(vector: Vector, result: CaseResult | None) -> CaseOutcome:
+def _places(found: Sequence[Difference]) -> str:
+    return ", ".join(f"{d.table}.{d.place}" for d in found)
+
+
+def check_case(vector: Vector, result: CaseResult | None, exp: Expectations | None = None) -> CaseOutcome:
+    """One case judged through the engine's declaration and place entries (``exp``; none: every
+    table and column, nothing excused). Scenario entries apply after (``apply_expectations``)."""
+    area = vector.area
+    declined = exp.declined(area) if exp is not None else None
+    if declined is not None:
+        return CaseOutcome(vector, "declined", f"declined: {declined}")
     if result is None:
         return CaseOutcome(vector, "fail", "no answer for this case")
     if result.unsupported is not None:
-        return CaseOutcome(vector, "skip", f"unsupported by the engine: {result.unsupported}")
+        return CaseOutcome(vector, "declined", f"unsupported by the engine: {result.unsupported}")
     if result.failure is not None:
         kind, detail = result.failure
         first, *rest = detail.splitlines() or [""]
         return CaseOutcome(vector, "fail", f"{kind}: {first}", "\n".join(rest))
+    unobservable = (
+        tuple(c for c in vector.clauses if c not in exp.observable(area)) if exp and exp.shows else ()
+    )
     actual: Output | ExpectedError
     if result.error is not None:
         actual = result.error
@@ -105,64 +140,90 @@ def check_case(vector: Vector, result: CaseResult | None) -> CaseOutcome:
     if isinstance(expected, ExpectedError) or isinstance(actual, ExpectedError):
         if isinstance(expected, ExpectedError) and isinstance(actual, ExpectedError):
             if expected.type == actual.type:
-                return CaseOutcome(vector, "pass")
+                if exp is not None and exp.refusals_by_adapter(area):
+                    why = "refused by the adapter's check of the settings (config_checked_by = adapter)"
+                    return CaseOutcome(vector, "adapter", why, unobservable=tuple(vector.clauses))
+                return CaseOutcome(vector, "pass", unobservable=unobservable)
         message = f" ({actual.message})" if isinstance(actual, ExpectedError) and actual.message else ""
+        found = refusal_differences(area)
         return CaseOutcome(
             vector,
             "fail",
             f"expected {_describe(expected)}, the engine answered {_describe(actual)}{message}",
-            differences=refusal_differences(vector.area),
+            judged=None if found is None else Judged(found, found),
+            unobservable=unobservable,
         )
-    diffs = table_differences(vector.area, expected, actual)
-    if not diffs:
-        return CaseOutcome(vector, "pass")
+    judged = judge(area, vector.trace.config, expected, actual, exp, vector.id)
+    if judged is not None and not judged.differences:
+        return CaseOutcome(vector, "pass", unobservable=unobservable)
+    shown = exp.shown(area) if exp is not None else None
+    diffs = table_differences(area, expected, actual, shown)
+    detail = "\n\n".join(text for _, text in diffs)
+    if judged is not None and not judged.unexcused:
+        why = "; ".join(d.describe() for d in judged.excused_by)
+        return CaseOutcome(
+            vector, "deviation", f"{_places(judged.differences)} differ ({why})", detail, judged, unobservable
+        )
+    left = f"; not excused: {_places(judged.unexcused)}" if judged is not None and judged.unexcused else ""
     names = ", ".join(repr(n) for n, _ in diffs)
-    return CaseOutcome(
-        vector,
-        "fail",
-        f"tables {names} differ",
-        "\n\n".join(text for _, text in diffs),
-        differences(vector.area, expected, actual),
-    )
+    return CaseOutcome(vector, "fail", f"tables {names} differ{left}", detail, judged, unobservable)
 
 
 def apply_expectations(outcomes: Sequence[CaseOutcome], exp: Expectations) -> list[CaseOutcome]:
-    """The engine's expectation entries on checked cases (harness/expectations.py): a case a
-    ``scenario`` entry names (by case id) is expected to fail, and its pass is unexpected; a
-    failing case whose every difference a ``clause`` entry explains is a deviation (an engine
-    that crashed or gave no answer stays a failure whatever clause entries it has)."""
+    """The engine's scenario entries on checked cases: a case one names (by case id) is expected
+    to fail, and its pass is unexpected (place entries already applied in ``check_case``; an
+    engine that crashed or gave no answer stays a failure whatever entries it has)."""
     out = []
     for o in outcomes:
         named = exp.for_test(o.id)
         if named:
             if o.status == "pass":
                 o = replace(o, status="unexpected-pass", reason="; ".join(d.describe() for d in named))
-            elif o.status == "fail":
+            elif o.status in ("fail", "deviation") and o.judged is not None:
                 o = replace(
                     o, status="deviation", reason=f"{o.reason} ({'; '.join(d.describe() for d in named)})"
                 )
-        elif o.status == "fail" and o.differences is not None:  # a crash or no answer is never a deviation
-            used = excuses(exp.clauses, o.differences, o.vector.clauses)
-            if used:
-                why = "; ".join(d.describe() for d in exp.for_clauses(used))
-                o = replace(o, status="deviation", reason=f"{o.reason} ({why})")
         out.append(o)
     return out
 
 
-def entry_statuses(outcomes: Sequence[CaseOutcome], exp: Expectations) -> list[dict[str, Any]]:
-    """What the run made of each entry (harness/expectations.py ``entry_statuses``)."""
+def charged_to(o: CaseOutcome, exp: Expectations | None = None) -> list[str]:
+    """The clauses a failing or excused case is charged to: its entries' clauses for a deviation
+    (a scenario entry without a clause: its differences'), else its unexcused differences'."""
+    named = list(o.vector.clauses)
+    if o.status == "deviation" and exp is not None:
+        mine = [d for d in exp.for_test(o.id) if d.clause]
+        if mine:
+            return sorted({d.clause for d in mine if d.clause}, key=clause_sort_key)
+    if o.status == "deviation" and not o.excused_by and o.judged is not None:
+        return charged(Judged(o.judged.differences, o.judged.differences), named)  # a scenario entry
+    return charged(o.judged, named)
+
+
+def entry_statuses(
+    outcomes: Sequence[CaseOutcome], exp: Expectations, areas: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """What the run made of each entry (harness/expectations.py ``entry_statuses``); ``areas``:
+    the areas whose every case ran, where a witness that is not a case is reported missing."""
     words = {"pass": "passed", "fail": "failed"}
-    ran = [Ran(o.id, o.id, o.vector.clauses, _involved(o), words.get(o.status, o.status)) for o in outcomes]
-    return expectation_statuses(exp, ran)
+    ran = [
+        Ran(
+            o.id,
+            o.id,
+            o.vector.clauses,
+            words.get(o.status, o.status),
+            [d.key for d in o.excused_by],
+            o.vector.area,
+        )
+        for o in outcomes
+    ]
+    return expectation_statuses(exp, ran, areas)
 
 
-def _involved(o: CaseOutcome) -> set[str]:
-    return set().union(*o.differences) if o.differences else set(o.vector.clauses)
-
-
-def check_all(vectors: Sequence[Vector], results: Mapping[str, CaseResult]) -> list[CaseOutcome]:
-    return [check_case(v, results.get(v.id)) for v in vectors]
+def check_all(
+    vectors: Sequence[Vector], results: Mapping[str, CaseResult], exp: Expectations | None = None
+) -> list[CaseOutcome]:
+    return [check_case(v, results.get(v.id), exp) for v in vectors]
 
 
 def failure_text(outcome: CaseOutcome) -> str:
@@ -178,6 +239,8 @@ def counts(outcomes: Sequence[CaseOutcome]) -> Counter[str]:
 
 
 def summary_line(outcomes: Sequence[CaseOutcome]) -> str:
-    """``N passed, N failed, N skipped``: the closing line CI runners read."""
+    """``N passed, N failed, N skipped``: the closing line CI runners read (declined cases and
+    refusals the adapter decides are skipped: neither passed nor failed)."""
     c = counts(outcomes)
-    return f"{c['pass']} passed, {c['fail'] + c['unexpected-pass']} failed, {c['skip']} skipped"
+    skipped = c["declined"] + c["adapter"]
+    return f"{c['pass']} passed, {c['fail'] + c['unexpected-pass']} failed, {skipped} skipped"

@@ -88,7 +88,17 @@ def test_the_faulty_node_engine_with_its_deviation_recorded_passes(tmp_path: Pat
     known deviations and the run passes; the reports say so in every format."""
     command = f"{node()} examples/late_data_engine.js --fault=boundary"
     expectations = tmp_path / "node-boundary.toml"
-    expectations.write_text('[[deviation]]\nclause = "OXL-R4"\nreason = "judges <= at the watermark"\n')
+    witness = "late_data/an-event-at-the-watermark-is-on-time-one-millisecond-below-it-is-late"
+    expectations.write_text(
+        "".join(
+            f'[[deviation]]\nclause = "{clause}"\ntable = "{table}"\ncolumns = {json.dumps(columns)}\n'
+            f'witness = "{witness}"\nreason = "judges <= at the watermark"\n\n'
+            for clause, table, columns in (
+                ("OXL-R4", "events", ["verdict", "lateness"]), ("OXL-R4", "progress", ["on_time"]),
+                ("OXL-R7", "events", ["assigned_time"]), ("OXL-R7", "progress", ["reassigned", "dropped"]),
+            )
+        )
+    )  # fmt: skip
     html, junit = tmp_path / "report.html", tmp_path / "report.xml"
     args = ("run", *LATE_DATA_VECTORS, "--command", command, "--expectations", str(expectations))
     done = cli_process(*args, "--report", str(html), "--report", str(junit))
@@ -97,11 +107,11 @@ def test_the_faulty_node_engine_with_its_deviation_recorded_passes(tmp_path: Pat
     assert done.stdout.strip().splitlines()[-1].endswith(": 31 passed, 0 failed, 6 skipped")
     assert "deviation" in html.read_text(encoding="utf-8")
     assert 'failures="0"' in junit.read_text(encoding="utf-8")
-    # without the fault the entry explains nothing: an unexpected pass, and the run fails
+    # without the fault the witness no longer differs: an unexpected pass, and the run fails
     done = cli_process("run", *LATE_DATA_VECTORS, "--command", f"{node()} examples/late_data_engine.js",
                        "--expectations", str(expectations))  # fmt: skip
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
-    assert "clause OXL-R4: unexpected-pass" in done.stdout
+    assert f"OXL-R4 at events.verdict+lateness: unexpected-pass (witness {witness})" in done.stdout
 
 
 def _cases_with_endings(tmp_path: Path, endings: list[str]) -> Path:
@@ -199,5 +209,5 @@ def test_an_in_process_engine_declines_one_case_with_unsupported() -> None:
     vectors = read_vectors(LATE_DATA_VECTORS).vectors
     outcomes = check_all(vectors, run_in_process(_DecliningEngine(), vectors))
     drop = [o for o in outcomes if o.vector.trace.config.get("policy") == "Drop"]
-    assert drop and all(o.status == "skip" and "no drop here" in o.reason for o in drop)
+    assert drop and all(o.status == "declined" and "no drop here" in o.reason for o in drop)
     assert all(o.status == "pass" for o in outcomes if o not in drop)

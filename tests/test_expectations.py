@@ -66,17 +66,26 @@ def test_a_clause_entry_turns_exactly_the_failing_tests_into_expected_failures(
     assert "F065-R3" in failed_clauses and len(failed_clauses) <= 4, failed_clauses
     assert statuses(first, BUGGY)["F065-R5"] == "ok"
 
-    # the tool writes one placeholder entry per failing clause into expectations/buggy.toml
+    # the tool writes placeholder place entries covering every place the failures differ in:
+    # here one, the verdict column of the events table, under the clause that decides it
     assert main(["expectations", str(tmp_path / "first.json"), "--directory", str(tmp_path)]) == EXIT_OK
     written = parse_file(tmp_path / "buggy.toml")
-    assert {d.clause for d in written} == failed_clauses
+    assert [(d.clause, d.table, d.columns) for d in written] == [("F065-R3", "events", ("verdict",))]
     assert {d.reason for d in written} == {PLACEHOLDER_REASON}
+    names = {t["name"] for t in first["tests"] if t["engine"] == BUGGY and t["outcome"] == "failed"}
+    assert written[0].witness in names
     capsys.readouterr()
 
-    # the user keeps the one clause that is wrong, says why, and adds an entry that is not failing
+    # the user says why, and adds an entry whose witness does not fail (a stale one)
+    passing = sorted(
+        t["name"] for t in first["tests"]
+        if t["engine"] == BUGGY and t["outcome"] == "passed" and "F065-R21" in t["clauses"]
+    )  # fmt: skip
     (tmp_path / "buggy.toml").write_text(
-        '[[deviation]]\nclause = "F065-R3"\nreason = "verdicts use <= at the watermark"\n\n'
-        '[[deviation]]\nclause = "F065-R21"\nreason = "windows were wrong once"\n',
+        f'[[deviation]]\nclause = "F065-R3"\ntable = "events"\ncolumns = ["verdict"]\n'
+        f'witness = "{written[0].witness}"\nreason = "verdicts use <= at the watermark"\n\n'
+        f'[[deviation]]\nclause = "F065-R21"\ntable = "windows"\ncolumns = ["count"]\n'
+        f'witness = "{passing[0]}"\nreason = "windows were wrong once"\n',
         encoding="utf-8",
     )
     code, out, second = run_suites(tmp_path, "second", "--engine", BUGGY)
@@ -90,7 +99,7 @@ def test_a_clause_entry_turns_exactly_the_failing_tests_into_expected_failures(
     assert set(entries["F065-R3"]["tests"]) == failing
     assert entries["F065-R21"]["status"] == "unexpected-pass"
     assert statuses(second, BUGGY)["F065-R21"] == "unexpected-pass"
-    assert code == 1 and "UNEXPECTED PASS" in out, out  # the stale entry fails the run
+    assert code == 1, out  # the stale entry fails the run
 
     # the stale entry removed by the tool: the run is green
     assert main(["expectations", str(tmp_path / "second.json"), "--directory", str(tmp_path)]) == EXIT_OK
@@ -127,16 +136,26 @@ def summary_nodeids(summary: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.clauses("TR-11")
-def test_a_case_the_engine_crashed_on_is_never_excused_by_clause_entries(tmp_path: Path) -> None:
-    """Clause entries explain differences in an answer; a crash or a missing answer has none, so
-    it stays a failure even when every clause the case names has an entry."""
-    from harness.vector_check import CaseOutcome, apply_expectations
-    from harness.vectors import read_vectors
+def test_a_case_the_engine_crashed_on_is_never_excused_by_clause_entries() -> None:
+    """Place entries explain differences in an answer; a crash or a missing answer has none, so
+    it stays a failure even when entries cover every table and column of the area."""
+    from harness.expectations import Deviation
+    from harness.output_clauses import ROWS, SHOWN
+    from harness.outputs import TABLES
+    from harness.vector_check import apply_expectations, check_case
+    from harness.vectors import CaseResult, read_vectors
 
-    vector = read_vectors([Path(__file__).parents[1] / "vectors" / "features" / "late_data.jsonl"]).vectors[0]
-    entries = "".join(f'[[deviation]]\nclause = "{c}"\nreason = "stated"\n\n' for c in vector.clauses)
-    (tmp_path / "x.toml").write_text(entries, encoding="utf-8")
-    exp = Expectations("x", tmp_path / "x.toml", parse_file(tmp_path / "x.toml"))
-    crashed = CaseOutcome(vector, "fail", "engine_error: worker lost")
-    compared = CaseOutcome(vector, "fail", "tables differ", differences=[])
+    vector = read_vectors([ROOT / "vectors" / "features" / "late_data.jsonl"]).vectors[0]
+    area = vector.area
+    every = [
+        Deviation(
+            "stated", clause=SHOWN[area].tables[t].rows[0], table=t, columns=(*cols, ROWS), witness=vector.id
+        )
+        for t, cols in TABLES[area].items()
+    ]
+    exp = Expectations("x", None, every)
+    assert not isinstance(vector.expected, Exception)
+    emptied = {t: [] for t in TABLES[area]}
+    crashed = check_case(vector, CaseResult(vector.id, failure=("engine_error", "worker lost")), exp)
+    compared = check_case(vector, CaseResult(vector.id, output=emptied), exp)
     assert [o.status for o in apply_expectations([crashed, compared], exp)] == ["fail", "deviation"]
