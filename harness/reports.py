@@ -500,6 +500,9 @@ def _md_engine(rep: _Report, engine: str, description: str) -> list[str]:
         ("xfail", "Expected failures"),
         ("oracle-only", "Oracle-only clauses"),
         ("spark-only", "Clauses about Spark's own operators"),
+        ("not observable", "Not observable: the engine shows no table or column that decides them"),
+        ("adapter", "Shown only by refusals the adapter decides"),
+        ("declined", "Declined by the engine"),
     ):
         found = with_status(status)
         if found:

@@ -238,9 +238,11 @@ def counts(outcomes: Sequence[CaseOutcome]) -> Counter[str]:
     return Counter(o.status for o in outcomes)
 
 
-def summary_line(outcomes: Sequence[CaseOutcome]) -> str:
+def summary_line(outcomes: Sequence[CaseOutcome], stale_entries: int = 0) -> str:
     """``N passed, N failed, N skipped``: the closing line CI runners read (declined cases and
-    refusals the adapter decides are skipped: neither passed nor failed)."""
+    refusals the adapter decides are skipped: neither passed nor failed; an expectation entry
+    whose witness no longer fails, or is missing, fails the run and counts as failed)."""
     c = counts(outcomes)
     skipped = c["declined"] + c["adapter"]
-    return f"{c['pass']} passed, {c['fail'] + c['unexpected-pass']} failed, {skipped} skipped"
+    failed = c["fail"] + c["unexpected-pass"] + stale_entries
+    return f"{c['pass']} passed, {failed} failed, {skipped} skipped"

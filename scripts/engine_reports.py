@@ -89,29 +89,47 @@ def merged(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-#: the outcome of a case as the share table counts it
-DECLINED = "skipped"
+#: the outcomes of a case the engine itself did not answer: a decline, a refusal its adapter decides
+DECLINED, ADAPTER = "declined", "adapter"
+#: clause statuses that come from the engine's own answers
+OBSERVED = ("FAIL", "unexpected-pass", "deviation", "ok")
 
 
 def share_table(summary: dict[str, Any]) -> list[str]:
-    """Per engine: how many cases it could express (answered at all) and what came of them."""
+    """Per engine: how many cases it answered itself and what came of them, and how many clauses
+    its answers let the cases observe."""
     lines = [
         "## What each engine could express",
         "",
-        "A case an engine declines (it has no operator for it; the reasons are in the table of declines) is",
-        "neither a pass nor a failure. A deviation is a failure its expectation file explains.",
+        "A case an engine declines (it has no operator for it, or its expectation file shows none of",
+        "the area's result tables; the reasons are in the table of declines) is neither a pass nor a",
+        "failure, and neither is a configuration its adapter refuses with this project's own check",
+        "(`adapter`). A deviation is a failure an entry of its expectation file excuses, in the",
+        "tables and columns the entry names. A clause is observed when some case could have failed",
+        "it through what the engine shows; `not observable` ones are decided only by tables or",
+        "columns it does not show.",
         "",
-        "| engine | cases | expressed | share | passed | deviation | failed | unexpected pass |",
-        "|---|---|---|---|---|---|---|---|",
+        "| engine | cases | declined | adapter | answered | share | passed | deviation | failed "
+        "| unexpected pass | clauses observed | not observable |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for engine in summary["engines"]:
         outcomes = Counter(t["outcome"] for t in summary["tests"] if t["engine"] == engine["id"])
         total = sum(outcomes.values())
-        expressed = total - outcomes[DECLINED]
-        share = f"{100 * expressed / total:.0f}%" if total else "-"
+        answered = total - outcomes[DECLINED] - outcomes[ADAPTER]
+        share = f"{100 * answered / total:.0f}%" if total else "-"
+        statuses = Counter(r["status"] for r in summary["rows"] if r["engine"] == engine["id"])
+        clauses = sum(statuses.values())
+        observed = sum(statuses[s] for s in OBSERVED)
+        clause_share = f"{observed} of {clauses} ({100 * observed / clauses:.0f}%)" if clauses else "-"
+        unexpected = outcomes["unexpected-pass"] + sum(
+            1 for b in summary.get("expectations", []) if b.get("engine") == engine["id"]
+            for e in b.get("entries", []) if e.get("status") in ("unexpected-pass", "witness missing")
+        )  # fmt: skip
         lines.append(
-            f"| {engine['id']} | {total} | {expressed} | {share} | {outcomes['passed']} | "
-            f"{outcomes['deviation']} | {outcomes['failed']} | {outcomes['unexpected-pass']} |"
+            f"| {engine['id']} | {total} | {outcomes[DECLINED]} | {outcomes[ADAPTER]} | {answered} | "
+            f"{share} | {outcomes['passed']} | {outcomes['deviation']} | {outcomes['failed']} | "
+            f"{unexpected} | {clause_share} | {statuses['not observable']} |"
         )
     return [*lines, ""]
 
@@ -126,32 +144,30 @@ def vector_sizes() -> dict[str, int]:
 def deviation_table(summary: dict[str, Any], sizes: dict[str, int]) -> list[str]:
     """Per engine and expectation entry: how many cases it explains and the smallest of them."""
     lines = [
-        "## Deviations, each with the smallest vector that shows it",
+        "## Deviations, each with the vector that shows it",
         "",
-        "The engine's expectation entries (expectations/<engine>.toml) with the cases whose failures",
-        "they explain; the smallest case (fewest trace items) is the one to read first",
-        "(`eventtime-conformance run vectors --case <id> ...` runs it alone).",
+        "The engine's expectation entries (expectations/<engine>.toml), each with the place it excuses",
+        "(clause at table.columns), the cases it excuses and its witness: a case that shows exactly",
+        "that difference, checked on every run (`eventtime-conformance run vectors --case <id> ...`",
+        "runs it alone).",
         "",
-        "| engine | entry | status | cases | smallest vector (items) | reason |",
+        "| engine | entry | status | cases | witness (items) | reason |",
         "|---|---|---|---|---|---|",
     ]
     for block in summary.get("expectations", []):
         engine = block.get("engine", "")
         deviating = [t for t in summary["tests"] if t["engine"] == engine and t["outcome"] == "deviation"]
         for entry in block.get("entries", []):
-            if entry.get("clause"):
-                target = str(entry["clause"])
-                cases = [t["name"] for t in deviating if target in t.get("failed_clauses", [])] or [
-                    t["name"] for t in deviating if target in t.get("clauses", [])
-                ]  # an entry that excuses differences charged to other clauses of the same cases
+            key = str(entry.get("key") or entry.get("clause") or entry.get("scenario", ""))
+            if entry.get("scenario"):
+                cases = [t["name"] for t in deviating if t["name"] == entry["scenario"]]
             else:
-                target = str(entry.get("scenario", ""))
-                cases = [t["name"] for t in deviating if t["name"] == target]
-            smallest = min(cases, key=lambda c: (sizes.get(c, 1 << 30), c)) if cases else None
-            shown = f"`{smallest}` ({sizes.get(smallest, '?')})" if smallest else "-"
+                cases = [t["name"] for t in deviating if key in t.get("excused_by", [])]
+            witness = entry.get("witness") or entry.get("scenario")
+            shown = f"`{witness}` ({sizes.get(witness, '?')})" if witness else "-"
             reason = str(entry.get("reason", "")).replace("|", "\\|")
             status = entry.get("status", "")
-            lines.append(f"| {engine} | {target} | {status} | {len(cases)} | {shown} | {reason} |")
+            lines.append(f"| {engine} | {key} | {status} | {len(cases)} | {shown} | {reason} |")
     return [*lines, ""]
 
 
@@ -168,7 +184,8 @@ def declined_table(summary: dict[str, Any]) -> list[str]:
         for t in summary["tests"]:
             if t["engine"] == engine["id"] and t["outcome"] == DECLINED:
                 first = str(t.get("detail", "")).splitlines()[0] if t.get("detail") else ""
-                reason = first.removeprefix("unsupported by the engine: ").replace("|", "\\|")
+                reason = first.removeprefix("unsupported by the engine: ").removeprefix("declined: ")
+                reason = reason.replace("|", "\\|")
                 by_reason.setdefault(reason, []).append(t["name"])
         for reason, cases in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
             lines.append(f"| {engine['id']} | {reason} | {len(cases)} | `{min(cases)}` |")
