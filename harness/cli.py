@@ -299,7 +299,7 @@ def _checked(
     vectors: Sequence[Any], results: dict[str, Any], engine: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any], list[Any]]:
     """The cases checked through the engine's expectation file, and the run's summary."""
-    from harness.expectations import ExpectationFileError, Expectations, load_expectations, read_file
+    from harness.expectations import ExpectationFileError, expectations_from, load_expectations
     from harness.reports import summary_from_cases
     from harness.vector_check import apply_expectations, check_all, entry_statuses
 
@@ -309,8 +309,7 @@ def _checked(
             path = Path(args.expectations)
             if not path.is_file():
                 raise UsageError(f"no expectation file {path}")
-            deviations, shows = read_file(path)
-            exp = Expectations(name, path, deviations, shows=shows)
+            exp = expectations_from(path, name)
         else:
             exp = load_expectations(Path(args.project) / "expectations", engine, name)
     except ExpectationFileError as e:
@@ -391,7 +390,13 @@ def block_files(summary: dict[str, Any]) -> str:
 
 def cmd_expectations(args: argparse.Namespace) -> int:
     """Writes or updates an engine's expectation file from a run's summary JSON."""
-    from harness.expectations import ExpectationFileError, file_name, read_file, render, update_from_summary
+    from harness.expectations import (
+        ExpectationFileError,
+        expectations_from,
+        file_name,
+        render,
+        update_from_summary,
+    )
 
     try:
         summary = json.loads(Path(args.summary).read_text(encoding="utf-8"))
@@ -406,7 +411,8 @@ def cmd_expectations(args: argparse.Namespace) -> int:
     name = str(args.name or engines[engine_id] or engine_id)
     path = Path(args.directory) / file_name(name)
     try:
-        existing, shows = read_file(path) if path.is_file() else ([], None)
+        current = expectations_from(path, name) if path.is_file() else None
+        existing = current.deviations if current else []
     except ExpectationFileError as e:
         raise UsageError(str(e)) from None
     update = update_from_summary(existing, summary, engine_id)
@@ -419,16 +425,21 @@ def cmd_expectations(args: argparse.Namespace) -> int:
         _out("  nothing to change")
         return EXIT_OK
     if args.dry_run:
-        sys.stdout.write(render(name, update.deviations, shows))
+        sys.stdout.write(
+            render(name, update.deviations, current and current.shows, current and current.declines)
+        )
         return EXIT_OK
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(name, update.deviations, shows), encoding="utf-8")
+    path.write_text(
+        render(name, update.deviations, current and current.shows, current and current.declines),
+        encoding="utf-8",
+    )
     return EXIT_OK
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
     """The judge tests itself on each expectation file (harness/selftest.py)."""
-    from harness.expectations import ExpectationFileError, Expectations, read_file
+    from harness.expectations import ExpectationFileError, expectations_from
     from harness.selftest import selftest
     from harness.vectors import read_vectors
 
@@ -440,10 +451,10 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     unsound = 0
     for path in files:
         try:
-            deviations, shows = read_file(path)
+            exp = expectations_from(path, path.stem)
         except (OSError, ExpectationFileError) as e:
             raise UsageError(str(e)) from None
-        result = selftest(Expectations(path.stem, path, deviations, shows=shows), vectors)
+        result = selftest(exp, vectors)
         for line in result.lines():
             _out(line)
         unsound += not result.sound

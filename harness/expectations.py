@@ -7,6 +7,9 @@ The file holds an optional ``[shows]`` table and a list of ``[[deviation]]`` tab
     late = "all"
     config_checked_by = "adapter"           # its refusals come from the adapter, not the engine
 
+    [declined]                              # optional: why the engine answers no case of an area
+    late_data = "the engine reports no verdict per event"
+
     [[deviation]]
     clause = "F017E-R7"                     # the clause it breaks, deciding every place named
     table = "sessions"                      # where the difference lies: a table of the clause's area
@@ -150,6 +153,7 @@ class Expectations:
     deviations: list[Deviation] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     shows: dict[str, AreaShown] | None = None  # None: every table and column of every area
+    declines: dict[str, str] = field(default_factory=dict)  # area -> why the engine does not answer it
 
     @property
     def clauses(self) -> set[str]:
@@ -164,6 +168,8 @@ class Expectations:
 
     def declined(self, area: str) -> str | None:
         """Why the engine does not answer ``area`` by its declaration, or None when it does."""
+        if area in self.declines:
+            return self.declines[area]
         if self.shows is None:
             return None
         mine = self.shows.get(area)
@@ -226,8 +232,17 @@ def load_expectations(directory: str | Path, engine_id: str, engine_name: str | 
         out.problems.append(
             f"{found[0]} and {found[1]} both exist for engine {engine_id!r}; only {found[0]} applies"
         )
-    out.deviations, out.shows = read_file(found[0])
-    out.problems += [f"{found[0]}: {p}" for p in placeholder_problems(out.deviations)]
+    whole = expectations_from(found[0], out.engine)
+    out.deviations, out.shows, out.declines = whole.deviations, whole.shows, whole.declines
+    out.problems += whole.problems
+    return out
+
+
+def expectations_from(path: Path, engine: str) -> Expectations:
+    """Everything one file says of ``engine``: its entries, its [shows] and its [declined]."""
+    deviations, shows = read_file(path)
+    out = Expectations(engine, path, deviations, shows=shows, declines=read_declines(path))
+    out.problems += [f"{path}: {p}" for p in placeholder_problems(deviations)]
     return out
 
 
@@ -241,16 +256,37 @@ def read_file(path: Path) -> tuple[list[Deviation], dict[str, AreaShown] | None]
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ExpectationFileError(f"{path}: {e}") from None
-    unknown = set(data) - {"deviation", "shows"}
+    unknown = set(data) - {"deviation", "shows", "declined"}
     if unknown:
         raise ExpectationFileError(
-            f"{path}: unknown top-level keys {sorted(unknown)}; use [[deviation]] and [shows]"
+            f"{path}: unknown top-level keys {sorted(unknown)}; use [[deviation]], [shows] and [declined]"
         )
+    _check_declines(data.get("declined", {}), data.get("shows"), path)
     shows = _read_shows(data["shows"], path) if "shows" in data else None
     out = []
     for i, entry in enumerate(data.get("deviation", [])):
         out.append(_read_entry(entry, f"{path} entry {i + 1}", shows))
     return out, shows
+
+
+def read_declines(path: Path) -> dict[str, str]:
+    """The file's ``[declined]`` table: per area, why the engine does not answer it."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {str(a): str(r) for a, r in data.get("declined", {}).items()}
+
+
+def _check_declines(data: Any, shows: Any, path: Path) -> None:
+    if not isinstance(data, dict):
+        raise ExpectationFileError(f'{path}: [declined] holds one reason per area, area = "why"')
+    for area, reason in data.items():
+        if area not in TABLES:
+            raise ExpectationFileError(
+                f"{path} [declined]: {area!r} is not an area; areas: {', '.join(TABLES)}"
+            )
+        if not isinstance(reason, str) or not reason.strip():
+            raise ExpectationFileError(f'{path} [declined]: {area} needs its reason, {area} = "why"')
+        if isinstance(shows, dict) and area in shows:
+            raise ExpectationFileError(f"{path}: {area} is both declined and shown")
 
 
 def _read_shows(data: Any, path: Path) -> dict[str, AreaShown]:
@@ -550,7 +586,12 @@ def _toml_value(v: Any) -> str:
     return _toml_string(str(v))
 
 
-def render(engine: str, deviations: Sequence[Deviation], shows: Mapping[str, AreaShown] | None = None) -> str:
+def render(
+    engine: str,
+    deviations: Sequence[Deviation],
+    shows: Mapping[str, AreaShown] | None = None,
+    declines: Mapping[str, str] | None = None,
+) -> str:
     lines = [
         f"# Known deviations of the {engine!r} engine from the specification (spec/traces.md TR-11).",
         "#",
@@ -561,6 +602,8 @@ def render(engine: str, deviations: Sequence[Deviation], shows: Mapping[str, Are
         "# An entry whose witness stops differing is reported as an unexpected pass: remove it then.",
         "# Written by `eventtime-conformance expectations`; replace every placeholder reason.",
     ]
+    if declines:
+        lines += ["", "[declined]"] + [f"{area} = {_toml_string(why)}" for area, why in declines.items()]
     for area, shown in (shows or {}).items():
         lines += ["", f"[shows.{area}]"]
         lines += [f"{t} = [{', '.join(_toml_string(c) for c in cs)}]" for t, cs in shown.tables.items()]

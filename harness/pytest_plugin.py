@@ -75,6 +75,7 @@ from harness.expectations import (
     unknown_clause_problems,
 )
 from harness.hypothesis_profiles import ENV_VAR, SEED_VAR, profile_name, run_seed, set_run_seed
+from harness.output_clauses import clause_areas
 from harness.outputs import Output, format_table
 from harness.traces import Trace
 
@@ -747,6 +748,7 @@ class TestResult:
     involved: list[str] = field(default_factory=list)  # every clause its differences are attributed to
     excused_by: list[str] = field(default_factory=list)  # the keys of the place entries that excuse it
     unexcused: list[dict[str, Any]] = field(default_factory=list)  # the places no entry excuses
+    unobservable: list[str] = field(default_factory=list)  # named clauses the engine shows nothing of
 
 
 def _kind(item: pytest.Item) -> str:
@@ -767,6 +769,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             _kind(item),
             item_clauses(item),
         )
+        res.unobservable = _unobservable(item.config.stash[_RUNS].expectations.get(res.engine), res.clauses)
     if report.failed and report.when == "call" and "XPASS(strict)" not in str(report.longrepr):
         _attribute_failure(item, call, report, res)
     if report.failed:
@@ -802,6 +805,9 @@ def _attribute_failure(item: pytest.Item, call: pytest.CallInfo[None], report: A
     else:
         judged = _scenario_judged(item, exp)
     joined = _joined(judged)
+    if exp is not None and exp.shows is not None and joined is not None and not joined.differences:
+        report.outcome = "passed"  # its traces differ only in tables or columns the engine does not show
+        return
     res.failed_clauses = charged(joined, res.clauses)
     res.involved = sorted(
         set().union(*(d.clauses for d in joined.differences)) if joined else res.clauses, key=clause_sort_key
@@ -815,6 +821,14 @@ def _attribute_failure(item: pytest.Item, call: pytest.CallInfo[None], report: A
     res.excused_by = [d.key for d in joined.excused_by]
     report.outcome = "skipped"
     report.wasxfail = "; ".join(d.describe() for d in joined.excused_by)
+
+
+def _unobservable(exp: Expectations | None, clauses: Sequence[str]) -> list[str]:
+    """The clauses a test names that no table or column the engine's file shows decides."""
+    if exp is None or exp.shows is None:
+        return []
+    areas = clause_areas()
+    return [c for c in clauses if c in areas and c not in exp.observable(areas[c])]
 
 
 def _joined(judged: list[Judged] | None) -> Judged | None:
@@ -979,6 +993,8 @@ COUNTS = (
     "unexpected_passes",
     "xfailed",
     "oracle_only",
+    "masked",
+    "not_observable",
     "skipped",
 )
 
@@ -1011,9 +1027,17 @@ def build_summary(config: pytest.Config) -> dict[str, Any]:
             covered_by[(c, r.engine)][_PLURAL[r.kind]].add(r.name)
             counts = table[(c, r.engine)]
             outcome = r.outcome
-            if outcome in ("failed", "deviation") and r.failed_clauses and c not in r.failed_clauses:
+            if outcome == "deviation" and c not in r.failed_clauses and c in r.involved:
+                outcome = "masked"  # a place it decides differs, excused by another clause's entry
+            elif outcome in ("failed", "deviation") and r.failed_clauses and c not in r.failed_clauses:
                 outcome = "passed"  # no difference of this failure lies in what the clause decides
-            if outcome == "unexpected-pass":
+            if outcome == "passed" and c in r.unobservable:
+                outcome = "not observable"  # the engine shows nothing that could fail it
+            if outcome == "masked":
+                counts["masked"] += 1
+            elif outcome == "not observable":
+                counts["not_observable"] += 1
+            elif outcome == "unexpected-pass":
                 counts["unexpected_passes"] += 1
             elif outcome in ("passed", "failed"):
                 counts[f"{_PLURAL[r.kind]}_{outcome}"] += 1
@@ -1140,8 +1164,12 @@ def _status(c: dict[str, int]) -> str:
         return "xfail"
     if c["scenarios_passed"] or c["properties_passed"]:
         return "ok"
+    if c["masked"]:
+        return "masked"
     if c["oracle_only"]:
         return "oracle-only"
+    if c["not_observable"]:
+        return "not observable"
     return "untested"
 
 

@@ -36,8 +36,8 @@ FORMAT = "eventtime-conformance-summary/2"
 
 # Row statuses, worst first, and what each means.
 STATUSES = (
-    "FAIL", "unexpected-pass", "deviation", "xfail", "ok", "oracle-only", "spark-only", "not observable",
-    "adapter", "declined", "untested",
+    "FAIL", "unexpected-pass", "deviation", "xfail", "ok", "masked", "oracle-only", "spark-only",
+    "not observable", "adapter", "declined", "untested",
 )  # fmt: skip
 #: the statuses a run over vectors gives a clause, worst first (the command-line tool's counts)
 CLAUSE_STATUS_ORDER = (
@@ -45,6 +45,7 @@ CLAUSE_STATUS_ORDER = (
     "unexpected-pass",
     "deviation",
     "ok",
+    "masked",
     "not observable",
     "adapter",
     "declined",
@@ -59,6 +60,8 @@ STATUS_MEANING = {
     "ok": "every test of the clause that ran passed",
     "oracle-only": "shown by the reference engine only (API-level scenarios, TR-10)",
     "spark-only": "a comparison with Spark's own operators: only tests of the Spark implementation show it",
+    "masked": "every case of the clause differs where an entry of another clause excuses it, in a place "
+    "this clause decides too: its answers neither show that the clause holds nor that it breaks",
     "not observable": "the engine shows no table or column that decides the clause (its expectation file's "
     "[shows]): nothing it answers could pass or fail it",
     "adapter": "only refused configurations showed it, and the adapter refuses them with this project's "
@@ -500,6 +503,7 @@ def _md_engine(rep: _Report, engine: str, description: str) -> list[str]:
         ("xfail", "Expected failures"),
         ("oracle-only", "Oracle-only clauses"),
         ("spark-only", "Clauses about Spark's own operators"),
+        ("masked", "Masked: every case differs where another clause's entry excuses a place they decide too"),
         ("not observable", "Not observable: the engine shows no table or column that decides them"),
         ("adapter", "Shown only by refusals the adapter decides"),
         ("declined", "Declined by the engine"),
@@ -600,6 +604,7 @@ a.cid { font-weight: 600; white-space: nowrap; margin-right: 6px; }
 .st-deviation { background: var(--dev); color:#5c4500; } .st-xfail { background: var(--xf); color:#3d2a73; }
 .st-ok { background: var(--ok); color:#1b4d1e; } .st-oracleonly { background: var(--oo); color:#1c3f63; }
 .st-sparkonly { background: var(--oo); color:#1c3f63; }
+.st-masked { background:#f6f0d8; color:#5c4500; }
 .st-notobservable { background:#f3eee4; color:#5a4a2a; } .st-adapter { background:#e4eef3; color:#2a4a5a; }
 .st-declined { background: var(--un); color:#333; font-style: italic; }
 .st-untested { background: var(--un); color:#555; } .st-other { background:#fff; color:#000; }
@@ -980,7 +985,7 @@ def _skip_message(rep: _Report, clause: str, engine: str, status: str) -> str:
         return "untested: no test of this clause ran on this engine"
     if status == "spark-only":
         return "spark-only: the clause compares Spark's own operators, which only Spark's tests can run"
-    if status in ("not observable", "adapter", "declined"):
+    if status in ("masked", "not observable", "adapter", "declined"):
         return f"{status}: {STATUS_MEANING[status]}"
     outcome = {"deviation": "deviation", "xfail": "xfailed", "oracle-only": "oracle-only"}.get(status)
     tests = rep.counting(clause, engine, outcome) if outcome else []
@@ -1009,7 +1014,8 @@ def write_reports(summary: Mapping[str, Any], directory: str | Path, stem: str =
 #: a clause's status from its cases, the first whose outcome any case has (``_case_on``)
 _CLAUSE_FROM_CASES = (
     ("FAIL", "failed"), ("unexpected-pass", "unexpected-pass"), ("deviation", "deviation"), ("ok", "passed"),
-    ("not observable", "not observable"), ("adapter", "adapter"), ("declined", "declined"),
+    ("masked", "masked"), ("not observable", "not observable"), ("adapter", "adapter"),
+    ("declined", "declined"),
 )  # fmt: skip
 
 
@@ -1022,6 +1028,8 @@ def _case_on(test: Mapping[str, Any], clause: str) -> str:
         return outcome
     if clause in test.get("unobservable", ()):
         return "not observable"
+    if outcome == "deviation" and clause not in test["failed_clauses"] and clause in test.get("masked", ()):
+        return "masked"  # a place it decides differs, excused by another clause's entry
     if outcome in ("failed", "deviation") and clause not in test["failed_clauses"]:
         return "passed"
     return outcome
@@ -1088,6 +1096,10 @@ def summary_from_cases(
                     for d in (judged.unexcused if judged is not None else [])
                 ],
                 "excused_by": [d.key for d in getattr(o, "excused_by", ())],
+                "masked": sorted(
+                    set().union(*(d.clauses for d in judged.differences)) if judged is not None else set(),
+                    key=clause_sort_key,
+                ),
                 "outcome": outcome,
                 "detail": detail,
                 "area": v.area,

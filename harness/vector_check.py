@@ -116,13 +116,13 @@ def check_case(vector: Vector, result: CaseResult | None, exp: Expectations | No
     """One case judged through the engine's declaration and place entries (``exp``; none: every
     table and column, nothing excused). Scenario entries apply after (``apply_expectations``)."""
     area = vector.area
+    if result is not None and result.unsupported is not None:
+        return CaseOutcome(vector, "declined", f"unsupported by the engine: {result.unsupported}")
     declined = exp.declined(area) if exp is not None else None
-    if declined is not None:
+    if declined is not None:  # whatever the engine answered: the file says it does not answer the area
         return CaseOutcome(vector, "declined", f"declined: {declined}")
     if result is None:
         return CaseOutcome(vector, "fail", "no answer for this case")
-    if result.unsupported is not None:
-        return CaseOutcome(vector, "declined", f"unsupported by the engine: {result.unsupported}")
     if result.failure is not None:
         kind, detail = result.failure
         first, *rest = detail.splitlines() or [""]

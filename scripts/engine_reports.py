@@ -106,12 +106,13 @@ def share_table(summary: dict[str, Any]) -> list[str]:
         "failure, and neither is a configuration its adapter refuses with this project's own check",
         "(`adapter`). A deviation is a failure an entry of its expectation file excuses, in the",
         "tables and columns the entry names. A clause is observed when some case could have failed",
-        "it through what the engine shows; `not observable` ones are decided only by tables or",
-        "columns it does not show.",
+        "it through what the engine shows; `masked` ones only in places that differ where another",
+        "clause's entry excuses them; `not observable` ones are decided only by tables or columns it",
+        "does not show.",
         "",
         "| engine | cases | declined | adapter | answered | share | passed | deviation | failed "
-        "| unexpected pass | clauses observed | not observable |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| unexpected pass | clauses observed | masked | not observable |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for engine in summary["engines"]:
         outcomes = Counter(t["outcome"] for t in summary["tests"] if t["engine"] == engine["id"])
@@ -129,7 +130,7 @@ def share_table(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {engine['id']} | {total} | {outcomes[DECLINED]} | {outcomes[ADAPTER]} | {answered} | "
             f"{share} | {outcomes['passed']} | {outcomes['deviation']} | {outcomes['failed']} | "
-            f"{unexpected} | {clause_share} | {statuses['not observable']} |"
+            f"{unexpected} | {clause_share} | {statuses['masked']} | {statuses['not observable']} |"
         )
     return [*lines, ""]
 

@@ -159,3 +159,40 @@ def test_a_case_the_engine_crashed_on_is_never_excused_by_clause_entries() -> No
     crashed = check_case(vector, CaseResult(vector.id, failure=("engine_error", "worker lost")), exp)
     compared = check_case(vector, CaseResult(vector.id, output=emptied), exp)
     assert [o.status for o in apply_expectations([crashed, compared], exp)] == ["fail", "deviation"]
+
+
+MUTE_ENGINE = '''
+from harness.engine import run_canonical
+from harness.outputs import TABLES
+from harness.reference_engine import ReferenceEngine
+
+class Mute:
+    """The oracle, except that it cannot show a key's watermark per event."""
+    name = "mute"
+    areas = frozenset(TABLES)
+
+    def run(self, traces):
+        answers = run_canonical(ReferenceEngine(), traces)
+        for t, a in zip(traces, answers):
+            if t.area == "keyed_watermarks" and not isinstance(a, Exception):
+                a["events"] = [(*r[:4], None, r[5]) for r in a["events"]]
+        return answers
+'''
+
+
+@pytest.mark.clauses("TR-11")
+def test_a_column_an_engine_does_not_show_fails_no_test_once_its_file_says_so(tmp_path: Path) -> None:
+    """The pytest suites apply an engine's [shows] too: a scenario or differential test whose only
+    difference lies in a column the engine does not show passes; without the declaration it fails."""
+    (tmp_path / "mute_engine.py").write_text(MUTE_ENGINE, encoding="utf-8")
+    env = {"PYTHONPATH": str(tmp_path)}
+    code, out, summary = run_suites(tmp_path, "undeclared", "--engine", "mute_engine:Mute", env=env)
+    assert code == 1 and any(o == "failed" for o in outcomes(summary, "mute_engine:Mute").values()), out
+    (tmp_path / "mute.toml").write_text(
+        '[shows.keyed_watermarks]\nevents = ["batch", "seq", "key", "event_time", "verdict"]\n'
+        'progress = "all"\nkeys = "all"\nwindows = "all"\nerrors = "all"\n',
+        encoding="utf-8",
+    )
+    code, out, summary = run_suites(tmp_path, "declared", "--engine", "mute_engine:Mute", env=env)
+    assert code == 0, out
+    assert set(outcomes(summary, "mute_engine:Mute").values()) <= {"passed", "oracle-only", "skipped"}

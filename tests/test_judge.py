@@ -218,6 +218,10 @@ def test_an_entry_excuses_its_columns_only_even_where_its_clause_decides_more() 
     vector = _case(LATE)
     excused = _judged(vector, _set("events", "lateness", 7, "late_data"), exp)
     assert excused.status == "deviation" and excused.excused_by == (entry,)
+    # charged to the entry's clause; OXL-R5 decides lateness too, so this case says nothing of it
+    summary = summary_from_cases([excused], "e", [], [], judged_by=exp)
+    status = {r["clause"]: r["status"] for r in summary["rows"]}
+    assert (status["OXL-R4"], status["OXL-R5"], status["OXL-R6"]) == ("deviation", "masked", "ok"), status
     assert _judged(vector, _set("events", "verdict", "dropped", "late_data"), exp).status == "fail"
     both = _judged(vector, lambda o: _set("events", "verdict", "dropped", "late_data")(
         _set("events", "lateness", 7, "late_data")(o)), exp)  # fmt: skip
