@@ -223,6 +223,8 @@ _SPARK_ONLY_CLAUSES = pytest.StashKey[set[str]]()
 _REPLAY_BEFORE = pytest.StashKey[tuple[Any, ...]]()
 _FAILURE_CAUSES = pytest.StashKey["Counter[str]"]()
 _TAG_PROBLEMS = pytest.StashKey[list[str]]()
+#: what the judge's self-test (tests/test_judge.py) said of each expectation file, for the summary
+JUDGE_SELFTEST = pytest.StashKey[list[str]]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -1250,6 +1252,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"    {e.get('key') or e['clause'] or e['scenario']}: {note}")
         for problem in block["problems"]:
             tr.write_line(f"    problem: {problem}")
+    selftest = config.stash.get(JUDGE_SELFTEST, [])
+    if selftest:  # the sensitivity of each expectation file: can it still convict?
+        tr.write_line("")
+        tr.write_line("judge self-test (TR-11), per expectation file:")
+        for line in selftest:
+            tr.write_line(f"    {line}")
     problems = summary["clause_tag_problems"]
     if problems:
         tr.write_line("")
