@@ -458,7 +458,9 @@ def _left(
     """What still differs in ``table`` with the entries' columns left out of the comparison."""
     excused = {c for d in entries for c in d.columns}
     columns = [c for c in (shown[table] if shown is not None else TABLES[area][table]) if c not in excused]
-    rest = table_places(area, table, expected.get(table, []), actual.get(table, []), columns)
+    rest = table_places(
+        area, table, expected.get(table, []), actual.get(table, []), columns, rows_excused=ROWS in excused
+    )
     return [d for d in rest if d.place != ROWS] if ROWS in excused else rest
 
 
@@ -483,11 +485,6 @@ def charged(judged: Judged | None, named: Sequence[str]) -> list[str]:
     attributed = set().union(*(d.clauses for d in judged.unexcused)) if judged is not None else set()
     mine = attributed & set(named)
     return sorted(mine, key=clause_sort_key) if mine else list(named)
-
-
-def charged_clauses(differences: Sequence[Difference] | None, named: Sequence[str]) -> list[str]:
-    """The clauses of the differences among those a test names, else every clause it names."""
-    return charged(Judged(list(differences), list(differences)) if differences else None, named)
 
 
 # ---- the test being run: what a differential run may excuse ------------------------------------

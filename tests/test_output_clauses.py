@@ -223,6 +223,6 @@ def test_a_wrong_verdict_is_charged_to_the_lateness_clauses_only() -> None:
     wrong["events"] = [
         (*r[:v], "late" if r[v] == "on_time" else "on_time", *r[v + 1 :]) for r in wrong["events"]
     ]
-    # R30: the compact tracker's verdict rule; a test charges only the clauses it names (charged_clauses)
+    # R30: the compact tracker's verdict rule; a test charges only the clauses it names (expectations.charged)
     lateness = {"F065-R3", "F065-R4", "F065-R15", "F065-R30"}
     assert differing_clauses("keyed_watermarks", output, wrong) == lateness
