@@ -535,8 +535,9 @@ def entry_statuses(
 
     * ``applied``: a place entry excused a failure and its witness, if the run has it, is one;
       a scenario entry's test failed;
-    * ``unexpected-pass``: the witness no longer differs there, or the test a scenario entry
-      names passed;
+    * ``unexpected-pass``: the witness no longer differs there (it passes, or other entries
+      excuse all it differs in), or the test a scenario entry names passed;
+    * ``witness differs elsewhere``: the witness fails, and not where this entry excuses;
     * ``witness missing``: the run covers the entry's area (``areas``, for a run of every case)
       and has no case of that name;
     * ``matches nothing``: nothing of the run touched it."""
@@ -548,9 +549,9 @@ def entry_statuses(
             witness = [r for r in ran if r.name == d.witness]
             status = "applied" if tests else "matches nothing"
             if witness and not any(d.key in r.excused_by for r in witness):
-                status = (
-                    "unexpected-pass"  # the witness passes, or differs somewhere the entry does not excuse
-                )
+                # the witness passes, or fails somewhere no entry excuses, or only where others do
+                failing = any(r.outcome == "failed" for r in witness)
+                status = "witness differs elsewhere" if failing else "unexpected-pass"
             elif not witness and areas is not None and d.area in areas:
                 status = "witness missing"
         else:
@@ -565,7 +566,7 @@ def entry_statuses(
 
 
 #: entry statuses that fail a run: a fixed deviation, or an entry whose witness cannot show it
-FAILING_ENTRY = ("unexpected-pass", "witness missing")
+FAILING_ENTRY = ("unexpected-pass", "witness differs elsewhere", "witness missing")
 
 
 # ---- writing a file from a run --------------------------------------------------------------------

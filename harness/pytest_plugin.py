@@ -1247,6 +1247,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 "unexpected-pass": "UNEXPECTED PASS: its witness or test no longer fails there; remove it "
                 "(the run fails)",
                 "witness missing": "WITNESS MISSING: no case of its area has that name (the run fails)",
+                "witness differs elsewhere": "WITNESS DIFFERS ELSEWHERE: its witness fails where the entry "
+                "excuses nothing (the run fails)",
                 "matches nothing": "matches no test of this run",
             }[e["status"]]
             tr.write_line(f"    {e.get('key') or e['clause'] or e['scenario']}: {note}")

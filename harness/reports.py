@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.clauses import clause_sort_key
+from harness.expectations import FAILING_ENTRY
 
 FORMAT = "eventtime-conformance-summary/2"
 
@@ -459,11 +460,7 @@ def _md_engine(rep: _Report, engine: str, description: str) -> list[str]:
         lines.append("")
 
     unexpected = with_status("unexpected-pass")
-    stale = [
-        (f, e)
-        for f, e in _entries(entries)
-        if _clean(e.get("status")) in ("unexpected-pass", "witness missing")
-    ]
+    stale = [(f, e) for f, e in _entries(entries) if _clean(e.get("status")) in FAILING_ENTRY]
     if unexpected or stale:
         lines += [
             "### Unexpected passes",
@@ -1057,7 +1054,6 @@ def summary_from_cases(
     unexpected-pass (its entry's witness no longer differs), deviation, ok (a case that could
     have failed it passed), not observable, adapter, declined, untested; worst first.
     """
-    from harness.expectations import FAILING_ENTRY
     from harness.vector_check import charged_to
 
     texts = texts or {}

@@ -14,8 +14,16 @@ from properties.strategies import generate, keyed_watermark_traces
 
 DEVIATION = """
 [[deviation]]
+scenario = "test_still_deviates"
 clause = "F065-R3"
 reason = "a deliberately recorded deviation"
+
+[[deviation]]
+clause = "F065-R3"
+table = "events"
+columns = ["verdict"]
+witness = "test_fails_where_another_clause_may_be_at_fault"
+reason = "a place entry: it excuses no failure that no table places"
 
 [[deviation]]
 scenario = "test_named_and_fixed"
@@ -23,6 +31,9 @@ reason = "one test named by its function"
 
 [[deviation]]
 clause = "F065-R9"
+table = "progress"
+columns = ["idle_keys"]
+witness = "test_of_the_fixed_clause"
 reason = "a deviation that was fixed"
 """
 
@@ -57,13 +68,15 @@ def test_known_deviations_excuse_only_what_they_explain(pytester: pytest.Pyteste
     (pytester.path / "expectations" / "reference.toml").write_text(DEVIATION)
     pytester.makepyfile(test_deviation=TESTS)
     result = pytester.runpytest("-p", "harness.pytest_plugin", "--engine", "reference")
-    # A failure no table places is excused only when every clause its test names has an entry;
-    # a passing test of an excused clause stays a pass; a test named by a `scenario` entry is a
-    # strict xfail, so its pass fails; a clause entry no failure involves is an unexpected pass.
+    # A failure no table places (a test's own assertion) is excused by a scenario entry only, never
+    # by a place entry, whose witness then fails elsewhere; a passing test of a clause with an
+    # entry stays a pass; a test named by a `scenario` entry is a strict xfail, so its pass fails;
+    # a place entry whose witness passes is an unexpected pass.
     result.assert_outcomes(xfailed=1, failed=2, passed=2)
     result.stdout.fnmatch_lines(["FAILED *test_named_and_fixed*XPASS(strict)*"])
     result.stdout.fnmatch_lines(["*test_fails_where_another_clause_may_be_at_fault*"])
-    result.stdout.fnmatch_lines(["    clause F065-R9: UNEXPECTED PASS*"])
+    result.stdout.fnmatch_lines(["    F065-R3 at events.verdict: WITNESS DIFFERS ELSEWHERE*"])
+    result.stdout.fnmatch_lines(["    F065-R9 at progress.idle_keys: UNEXPECTED PASS*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
@@ -71,9 +84,10 @@ def test_known_deviations_excuse_only_what_they_explain(pytester: pytest.Pyteste
 def test_an_unexpected_pass_alone_fails_the_run(pytester: pytest.Pytester) -> None:
     pytester.mkdir("expectations")
     (pytester.path / "expectations" / "reference.toml").write_text(
-        '[[deviation]]\nclause = "F065-R9"\nreason = "fixed since"\n'
+        '[[deviation]]\nclause = "F065-R9"\ntable = "progress"\ncolumns = ["idle_keys"]\n'
+        'witness = "test_fixed"\nreason = "fixed since"\n'
     )
-    pytester.makepyfile(test_deviation=TESTS.split("@pytest.mark.clauses(\"F065-R9\")")[0])
+    pytester.makepyfile(test_deviation=TESTS.split('@pytest.mark.clauses("F065-R9")')[0])
     pytester.makepyfile(
         test_fixed='import pytest\n\n@pytest.mark.clauses("F065-R9")\ndef test_fixed(engine):\n    pass\n'
     )

@@ -98,6 +98,8 @@ OBSERVED = ("FAIL", "unexpected-pass", "deviation", "ok")
 def share_table(summary: dict[str, Any]) -> list[str]:
     """Per engine: how many cases it answered itself and what came of them, and how many clauses
     its answers let the cases observe."""
+    from harness.expectations import FAILING_ENTRY
+
     lines = [
         "## What each engine could express",
         "",
@@ -125,7 +127,7 @@ def share_table(summary: dict[str, Any]) -> list[str]:
         clause_share = f"{observed} of {clauses} ({100 * observed / clauses:.0f}%)" if clauses else "-"
         unexpected = outcomes["unexpected-pass"] + sum(
             1 for b in summary.get("expectations", []) if b.get("engine") == engine["id"]
-            for e in b.get("entries", []) if e.get("status") in ("unexpected-pass", "witness missing")
+            for e in b.get("entries", []) if e.get("status") in FAILING_ENTRY
         )  # fmt: skip
         lines.append(
             f"| {engine['id']} | {total} | {outcomes[DECLINED]} | {outcomes[ADAPTER]} | {answered} | "
