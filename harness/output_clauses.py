@@ -12,11 +12,12 @@ Every area declares, beside the table layouts of ``harness/outputs.py``:
   column, the clauses that decide its value (a paired row whose value differs
   there is attributed to these).
 
-``differences`` applies the declarations to two answers, one clause set per
-difference. The conformance summary charges a failing test to these clauses
-only (those of them the test names), not to every clause of its area, and an
-expectation file's ``clause`` entries excuse a failure only when each of its
-differences is attributed to a clause with an entry (harness/expectations.py).
+``differences`` applies the declarations to two answers: one ``Difference`` per place (a
+table's column, or which rows it has) where they differ, with the clauses that decide it,
+seen through the tables and columns an engine shows. The conformance summary charges a
+failing test to these clauses only (those of them the test names), not to every clause of
+its area, and an expectation file's place entries excuse a difference only in the places they
+name (harness/expectations.py).
 """
 
 from __future__ import annotations

@@ -15,10 +15,12 @@
   Spark implementation itself (``test_spark_*``, or ``@pytest.mark.spark_only``)
   are deselected when no engine named ``spark`` is chosen.
 * ``expectations/<engine name>.toml`` (harness/expectations.py): a ``scenario``
-  entry makes that test a strict xfail; a ``clause`` entry excuses a failure
-  whose every difference from the oracle lies where the clause decides
-  (harness/output_clauses.py). A failure is charged in the summary to the
-  clauses its differences are attributed to, not to every clause the test names.
+  entry makes that test a strict xfail; a place entry excuses a failure whose
+  every difference from the oracle lies in the tables and columns it names; a
+  test whose traces differ only where the file's ``[shows]`` says the engine
+  shows nothing passes. A failure is charged in the summary to the clauses of
+  its unexcused differences (harness/output_clauses.py), a deviation to its
+  entries' clauses, not to every clause the test names.
 * One seed per run (TR-13): ``CONFORMANCE_SEED``, else 0 under the ``ci``
   profile and a fresh one otherwise; handed to Hypothesis as
   ``--hypothesis-seed`` would be, and printed in the header.

@@ -25,15 +25,12 @@ from harness.vectors import CaseResult, ExpectedError, Vector
 MAX_TABLE_ROWS = 30  # rows of a side-by-side table shown around the first divergence
 
 
-#: case statuses: pass | fail | declined (the engine or its declaration does not answer the case)
-#: | adapter (a refusal the adapter decides) | deviation | unexpected-pass
-NOT_JUDGED = ("declined", "adapter")
-
-
 @dataclass(frozen=True)
 class CaseOutcome:
     vector: Vector
-    status: str  # pass | fail | declined | adapter, then deviation | unexpected-pass once entries apply
+    # pass | fail | declined (the engine, or its file, does not answer the case) | adapter (a refusal
+    # the adapter decides) | deviation, then unexpected-pass once scenario entries apply
+    status: str
     reason: str = ""  # one line
     detail: str = ""  # the tables, for a failure
     # the answers compared (harness/expectations.py ``judge``): every place they differ, what no
