@@ -4,6 +4,7 @@ the tree and runs its area's Spark suites on it, stopping at the first failure.
     python scripts/mutants.py                      # every mutant (tox -e mutants)
     python scripts/mutants.py late_data shared     # the mutants of these areas only
     python scripts/mutants.py --list               # the catalogue, nothing run
+    python scripts/mutants.py --baseline sla_admission   # the suites on the unmutated copy: they must pass
 
 The catalogue, ``mutants/catalogue.toml``, holds realistic bugs of ``spark_impl/``: each an exact
 snippet of one file and its replacement, the area whose suites should catch it (``shared`` ones
@@ -166,11 +167,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("areas", nargs="*", help="only the mutants of these areas (an area, or shared)")
     parser.add_argument("--list", action="store_true", help="print the catalogue and run nothing")
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="run the chosen mutants' suites once on an unmutated copy instead: a kill means something "
+        "only where they pass",
+    )
     args = parser.parse_args(argv)
     catalogue = load()
     chosen = [m for m in catalogue if not args.areas or m.area in args.areas]
     if not chosen:
         raise SystemExit(f"mutants: no mutant of {args.areas}; areas: {sorted({m.area for m in catalogue})}")
+    if args.baseline:
+        areas = tuple(dict.fromkeys(a for m in chosen for a in m.areas))
+        o = run(Mutant("baseline", "-", chosen[0].file, "no mutant", "", "", areas), sys.executable)
+        verdict = f"FAILS: {o.by}" if o.killed else "passes"
+        print(f"mutants: baseline of {', '.join(areas)}: {verdict} ({o.seconds:.0f} s)")
+        return 1 if o.killed else 0
     if args.list:
         for m in chosen:
             print(f"{m.id:32} {m.area:26} {m.file}: {m.description}")
