@@ -138,16 +138,35 @@ def configure(builder: Any) -> Any:
     builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
     if "spark.remote" not in getattr(builder, "_options", {}) and not os.environ.get("SPARK_REMOTE"):
         builder = builder.config("spark.pyspark.python", sys.executable)
+        # transformWithState's driver-side runner starts the context's pythonExec, which pyspark
+        # reads from PYSPARK_PYTHON when a context starts (else `python3` from PATH), not the setting
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return builder
 
 
-_checked_interpreters: dict[str, str | None] = {}
+_checked_interpreters: dict[tuple[str, str], str | None] = {}
+
+
+def _interpreter_problem(python: str, modules: str) -> str | None:
+    """Why ``python`` cannot import ``modules`` (None when it can); probed once per process."""
+    if (python, modules) not in _checked_interpreters:
+        probe = subprocess.run(
+            [python, "-c", f"import {modules}"], capture_output=True, text=True, check=False, timeout=120
+        ) if shutil.which(python) or os.path.exists(python) else None  # fmt: skip
+        if probe is None:
+            _checked_interpreters[(python, modules)] = "it is not found"
+        elif probe.returncode != 0:
+            _checked_interpreters[(python, modules)] = (probe.stderr.strip().splitlines() or ["it fails"])[-1]
+        else:
+            _checked_interpreters[(python, modules)] = None
+    return _checked_interpreters[(python, modules)]
 
 
 def check_session(spark: Any, operator: str) -> None:
     """Raises SessionNotReady, saying what to set, when ``spark`` cannot run ``operator``: the
     state store provider is not RocksDB, or (classic Spark, local master) the Python workers'
-    interpreter cannot import pandas and pyarrow."""
+    interpreter cannot import pandas and pyarrow, or the interpreter of Spark's driver-side
+    runner of transformWithState cannot import them and this project."""
     how = "spark_impl.session.configure(SparkSession.builder) builds a session with it"
     provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
     if provider != ROCKSDB_PROVIDER:
@@ -159,24 +178,20 @@ def check_session(spark: Any, operator: str) -> None:
     if _is_connect(spark):
         return  # the workers belong to the server
     context = spark.sparkContext
+    runner = getattr(context, "pythonExec", None) or "python3"
+    problem = _interpreter_problem(runner, "pandas, pyarrow, spark_impl")
+    if problem:
+        raise SessionNotReady(
+            f"{operator} has Spark plan its state on the driver by starting {runner!r} (the "
+            f"interpreter PYSPARK_PYTHON named when the session started, else python3 on PATH), and "
+            f"there: {problem}. Set PYSPARK_PYTHON={sys.executable} before the session starts; {how}"
+        )
     if not str(context.master).startswith("local"):
         return  # the executors' interpreters are not visible from here
     python = (
-        context.getConf().get("spark.pyspark.python", None)
-        or os.environ.get("PYSPARK_PYTHON")
-        or "python3"
+        context.getConf().get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or "python3"
     )
-    if python not in _checked_interpreters:
-        probe = subprocess.run(
-            [python, "-c", "import pandas, pyarrow"], capture_output=True, text=True, check=False, timeout=120
-        ) if shutil.which(python) or os.path.exists(python) else None  # fmt: skip
-        if probe is None:
-            _checked_interpreters[python] = "it is not found"
-        elif probe.returncode != 0:
-            _checked_interpreters[python] = (probe.stderr.strip().splitlines() or ["it fails"])[-1]
-        else:
-            _checked_interpreters[python] = None
-    problem = _checked_interpreters[python]
+    problem = _interpreter_problem(python, "pandas, pyarrow")
     if problem:
         raise SessionNotReady(
             f"{operator} runs pandas code in Spark's Python workers, which start {python!r}, and "

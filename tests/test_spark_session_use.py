@@ -1,11 +1,14 @@
 """The Spark operators in a session the user builds, as README.md shows them.
 
 Inside pytest ``getOrCreate()`` would return the suite's configured session, so the
-README's pipeline runs in a fresh Python process: first on a plain
-``SparkSession.builder.getOrCreate()``, where the operator must refuse at once with one
-line saying what to set (not a Java stack trace when the query starts), then on the same
-builder plus the one documented step, ``spark_impl.session.configure``, where the snippet
-runs as written and ``write_tables`` writes every table from one query.
+README's pipeline runs in a fresh Python process, as a user's `python script.py` does: with this
+interpreter but not its venv's bin/ on PATH, so a `python3` Spark finds there is another one.
+First on a plain ``SparkSession.builder.getOrCreate()``, where the operator must refuse at once
+with one line saying what to set (not a Java stack trace when the query starts), then with the
+state store set by hand but no interpreter for Spark's driver-side runner (one line naming
+PYSPARK_PYTHON), then on the builder plus the one documented step,
+``spark_impl.session.configure``, where the snippet runs as written and ``write_tables`` writes
+every table from one query.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +58,20 @@ try:
 except SessionNotReady as e:
     refusal = str(e)
 plain.stop()
+# the state store set by hand, not by configure(): the driver-side runner's interpreter is the one
+# PYSPARK_PYTHON named when the context started, else python3 from PATH
+provider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+by_hand = (
+    SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+    .config("spark.sql.streaming.stateStore.providerClass", provider).getOrCreate()
+)
+runner_refusal = None
+try:
+    stream = by_hand.readStream.schema("tenant string, ts long").parquet(events_dir)
+    keyed_watermarks(stream, key_col="tenant", event_time_col="ts", bounded_delay_ms=5_000)
+except SessionNotReady as e:
+    runner_refusal = str(e)
+by_hand.stop()
 
 out_dir, checkpoint_dir = os.path.join(work, "out"), os.path.join(work, "checkpoint")
 SNIPPET
@@ -63,6 +81,7 @@ events = spark.read.parquet(os.path.join(out_dir, "events")).collect()
 progress = spark.read.parquet(os.path.join(out_dir, "progress")).collect()
 print(json.dumps({
     "refusal": refusal,
+    "runner_refusal": runner_refusal,
     "events": sorted([r["key"], r["event_time"], r["verdict"]] for r in events),
     "progress": len(progress),
 }))
@@ -76,6 +95,10 @@ def test_spark_readme_pipeline_runs_on_a_plain_session_plus_the_documented_step(
     # Connect session exists, as under `tox -e connect`), and the workers' interpreter left to Spark.
     spark_set = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "PYSPARK_PYTHON")
     env = {k: v for k, v in os.environ.items() if k not in spark_set}
+    # `python script.py` with the venv's interpreter but not its bin/ on PATH (a cron job, a
+    # Jupyter kernel): a `python3` found on PATH is not this one
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
     done = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=600,
@@ -85,6 +108,17 @@ def test_spark_readme_pipeline_runs_on_a_plain_session_plus_the_documented_step(
     refusal = result["refusal"]
     assert refusal is not None and "spark.sql.streaming.stateStore.providerClass" in refusal
     assert "configure(SparkSession.builder)" in refusal and "\n" not in refusal
+    # without configure(), the operator stops before its query when python3 on PATH cannot run it
+    probe = ["python3", "-c", "import pandas, pyarrow, spark_impl"]
+    python3_runs_it = shutil.which("python3", path=env["PATH"]) is not None and (
+        subprocess.run(probe, cwd=ROOT, env=env, capture_output=True, check=False).returncode == 0
+    )
+    runner_refusal = result["runner_refusal"]
+    if python3_runs_it:
+        assert runner_refusal is None, runner_refusal
+    else:
+        assert runner_refusal is not None and f"PYSPARK_PYTHON={sys.executable}" in runner_refusal
+        assert "\n" not in runner_refusal
     # F065-R3: (a, 9000) arrives after a's 20000, below a's watermark 15000: late; the rest on time
     assert result["events"] == [
         ["a", 9000, "late"], ["a", 10000, "on_time"], ["a", 20000, "on_time"],
