@@ -49,15 +49,19 @@ plain = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "fals
 # two files, read one per micro-batch: (a, 9000) comes after a's 20000 has moved a's watermark
 for rows in ([("a", 10_000), ("b", 12_000), ("a", 20_000)], [("a", 9_000), ("b", 30_000)]):
     plain.createDataFrame(rows, "tenant string, ts long").coalesce(1).write.mode("append").parquet(events_dir)
-refusal = None
-try:
+def refusal_of(session):  # what the operator says when applied on it; None: it accepts it
     from spark_impl.keyed_watermarks import keyed_watermarks
 
-    stream = plain.readStream.schema("tenant string, ts long").parquet(events_dir)
-    keyed_watermarks(stream, key_col="tenant", event_time_col="ts", bounded_delay_ms=5_000)
-except SessionNotReady as e:
-    refusal = str(e)
-plain.stop()
+    try:
+        stream = session.readStream.schema("tenant string, ts long").parquet(events_dir)
+        keyed_watermarks(stream, key_col="tenant", event_time_col="ts", bounded_delay_ms=5_000)
+    except SessionNotReady as e:
+        return str(e)
+    finally:
+        session.stop()
+    return None
+
+refusal = refusal_of(plain)
 # the state store set by hand, not by configure(): the driver-side runner's interpreter is the one
 # PYSPARK_PYTHON named when the context started, else python3 from PATH
 provider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -65,13 +69,7 @@ by_hand = (
     SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
     .config("spark.sql.streaming.stateStore.providerClass", provider).getOrCreate()
 )
-runner_refusal = None
-try:
-    stream = by_hand.readStream.schema("tenant string, ts long").parquet(events_dir)
-    keyed_watermarks(stream, key_col="tenant", event_time_col="ts", bounded_delay_ms=5_000)
-except SessionNotReady as e:
-    runner_refusal = str(e)
-by_hand.stop()
+runner_refusal = refusal_of(by_hand)
 
 out_dir, checkpoint_dir = os.path.join(work, "out"), os.path.join(work, "checkpoint")
 SNIPPET
