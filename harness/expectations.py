@@ -240,18 +240,25 @@ def load_expectations(directory: str | Path, engine_id: str, engine_name: str | 
 
 def expectations_from(path: Path, engine: str) -> Expectations:
     """Everything one file says of ``engine``: its entries, its [shows] and its [declined]."""
-    deviations, shows = read_file(path)
-    out = Expectations(engine, path, deviations, shows=shows, declines=read_declines(path))
+    deviations, shows, declines = _parse(path)
+    out = Expectations(engine, path, deviations, shows=shows, declines=declines)
     out.problems += [f"{path}: {p}" for p in placeholder_problems(deviations)]
     return out
 
 
 def parse_file(path: Path) -> list[Deviation]:
-    return read_file(path)[0]
+    return _parse(path)[0]
 
 
 def read_file(path: Path) -> tuple[list[Deviation], dict[str, AreaShown] | None]:
     """The entries and the ``shows`` declaration of one file, every field checked."""
+    deviations, shows, _ = _parse(path)
+    return deviations, shows
+
+
+def _parse(path: Path) -> tuple[list[Deviation], dict[str, AreaShown] | None, dict[str, str]]:
+    """The entries, the ``shows`` declaration and the ``declined`` reasons of one file, every
+    field checked."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
@@ -261,18 +268,13 @@ def read_file(path: Path) -> tuple[list[Deviation], dict[str, AreaShown] | None]
         raise ExpectationFileError(
             f"{path}: unknown top-level keys {sorted(unknown)}; use [[deviation]], [shows] and [declined]"
         )
-    _check_declines(data.get("declined", {}), data.get("shows"), path)
+    declines = data.get("declined", {})
+    _check_declines(declines, data.get("shows"), path)
     shows = _read_shows(data["shows"], path) if "shows" in data else None
     out = []
     for i, entry in enumerate(data.get("deviation", [])):
         out.append(_read_entry(entry, f"{path} entry {i + 1}", shows))
-    return out, shows
-
-
-def read_declines(path: Path) -> dict[str, str]:
-    """The file's ``[declined]`` table: per area, why the engine does not answer it."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return {str(a): str(r) for a, r in data.get("declined", {}).items()}
+    return out, shows, {str(a): str(r) for a, r in declines.items()}
 
 
 def _check_declines(data: Any, shows: Any, path: Path) -> None:

@@ -130,10 +130,6 @@ def _answers(
     return out
 
 
-def _mute(area: str, output: Output, exp: Expectations) -> Output:
-    return muted(area, output, exp)
-
-
 def _losing(area: str, output: Output, exp: Expectations) -> Output:
     return lost(area, muted(area, output, exp), exp)
 
@@ -200,7 +196,7 @@ def selftest(exp: Expectations, vectors: Sequence[Vector]) -> SelfTest:
     mine = [v for v in vectors if v.area in expressed]
     result = SelfTest(str(exp.path or exp.engine), expressed)
 
-    mute = check_all(mine, _answers(mine, exp, _mute), exp)
+    mute = check_all(mine, _answers(mine, exp, muted), exp)
     result.mute = Counter(o.status for o in mute)
     result.mute_excused = [o.id for o in mute if o.excused_by]
 
@@ -212,7 +208,7 @@ def selftest(exp: Expectations, vectors: Sequence[Vector]) -> SelfTest:
             continue
         cases = [v for v in mine if v.area == bug.area and not isinstance(v.expected, ExpectedError)]
         configs = {v.id: c for v in cases if (c := bug.change(dict(v.trace.config))) is not None}
-        answers = _answers([v for v in cases if v.id in configs], exp, _mute, configs)
+        answers = _answers([v for v in cases if v.id in configs], exp, muted, configs)
         # a setting the oracle refuses is no semantic bug: only answered cases count
         changed = [v for v in cases if v.id in answers and answers[v.id].output is not None]
         outcomes = apply_expectations(check_all(changed, answers, exp), exp)
