@@ -392,6 +392,7 @@ def cmd_expectations(args: argparse.Namespace) -> int:
     """Writes or updates an engine's expectation file from a run's summary JSON."""
     from harness.expectations import (
         ExpectationFileError,
+        Expectations,
         expectations_from,
         file_name,
         render,
@@ -411,11 +412,10 @@ def cmd_expectations(args: argparse.Namespace) -> int:
     name = str(args.name or engines[engine_id] or engine_id)
     path = Path(args.directory) / file_name(name)
     try:
-        current = expectations_from(path, name) if path.is_file() else None
-        existing = current.deviations if current else []
+        current = expectations_from(path, name) if path.is_file() else Expectations(name)
     except ExpectationFileError as e:
         raise UsageError(str(e)) from None
-    update = update_from_summary(existing, summary, engine_id)
+    update = update_from_summary(current.deviations, summary, engine_id)
     _out(f"{path}: {len(update.deviations)} entries")
     for key in update.added:
         _out(f"  added {key} (a placeholder reason: say why)")
@@ -425,13 +425,11 @@ def cmd_expectations(args: argparse.Namespace) -> int:
         _out("  nothing to change")
         return EXIT_OK
     if args.dry_run:
-        sys.stdout.write(
-            render(name, update.deviations, current and current.shows, current and current.declines)
-        )
+        sys.stdout.write(render(name, update.deviations, current.shows, current.declines))
         return EXIT_OK
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        render(name, update.deviations, current and current.shows, current and current.declines),
+        render(name, update.deviations, current.shows, current.declines),
         encoding="utf-8",
     )
     return EXIT_OK
