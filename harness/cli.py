@@ -13,11 +13,17 @@
     eventtime-conformance expectations reports/conformance.json --engine mypkg.adapter:MyEngine
     eventtime-conformance selftest                       # can each expectation file still convict?
 
-Exit codes: 0 every case checked passed (cases an engine declines are
-skipped, not failed); 1 a case failed (a wrong answer, a timeout, a crash,
-malformed output, no answer) or ``export --check`` found the committed set
-stale; 2 bad input (usage, an unreadable vector or outputs file); 3 the
-engine could not be loaded or its command not started.
+A run ends with one line, ``N passed, N failed, N deviations, N unexpected
+passes, N skipped``, each case counted once (a deviation: a difference the
+engine's expectation file excuses; skipped: a case the engine declines), and
+its exit status follows from that line alone.
+
+Exit codes: 0 nothing failed and nothing passed unexpectedly; 1 a case
+failed (a wrong answer, a timeout, a crash, malformed output, no answer), a
+case passed that an expectation entry says fails, an entry's witness is
+missing, or ``export --check`` found the committed set stale; 2 bad input
+(usage, an unreadable vector or outputs file); 3 the engine could not be
+loaded or its command not started.
 """
 
 from __future__ import annotations
@@ -274,7 +280,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stdout.write(_render(summary, ".md"))
     else:
         _write_report(summary, Path(args.output))
-    return EXIT_FAILED if any(o.status in ("fail", "unexpected-pass") for o in outcomes) else EXIT_OK
+    from harness.vector_check import run_counts
+
+    tally = run_counts(outcomes, [e for b in summary["expectations"] for e in b["entries"]])
+    return EXIT_OK if tally.ok else EXIT_FAILED
 
 
 def _render(summary: dict[str, Any], suffix: str) -> str:
@@ -301,7 +310,7 @@ def _checked(
     """The cases checked through the engine's expectation file, and the run's summary."""
     from harness.expectations import ExpectationFileError, expectations_from, load_expectations
     from harness.reports import summary_from_cases
-    from harness.vector_check import apply_expectations, check_all, entry_statuses
+    from harness.vector_check import apply_expectations, check_all, entry_statuses, fixed_witnesses
 
     name = getattr(args, "name", None) or engine
     try:
@@ -317,23 +326,19 @@ def _checked(
     outcomes = apply_expectations(check_all(vectors, results, exp), exp)
     areas = {v.area for v in vectors}
     whole = None if getattr(args, "case", None) else areas  # every case of these areas ran
-    block = {
-        "engine": engine,
-        "file": str(exp.path or ""),
-        "entries": entry_statuses(outcomes, exp, whole),
-        "problems": exp.problems,
-    }
+    entries = entry_statuses(outcomes, exp, whole)
+    block = {"engine": engine, "file": str(exp.path or ""), "entries": entries, "problems": exp.problems}
+    outcomes = fixed_witnesses(outcomes, entries)
     clauses = [c for c in load_clauses(Path(args.project) / "spec") if c.file.removesuffix(".md") in areas]
     summary = summary_from_cases(
         outcomes, engine, args.vectors, clauses,
-        expectations=[block] if exp.path else [], judged_by=exp,
+        expectations=[block] if exp.path else [], judged_by=exp, name=name,
     )  # fmt: skip
     return summary, outcomes
 
 
 def _finish(vectors: Sequence[Any], results: dict[str, Any], engine: str, args: argparse.Namespace) -> int:
-    from harness.expectations import FAILING_ENTRY
-    from harness.vector_check import failure_text, summary_line
+    from harness.vector_check import failure_text, run_counts, skip_reasons
 
     summary, outcomes = _checked(vectors, results, engine, args)
     failed = [o for o in outcomes if o.status in ("fail", "unexpected-pass")]
@@ -350,26 +355,26 @@ def _finish(vectors: Sequence[Any], results: dict[str, Any], engine: str, args: 
                 witness = f" (witness {entry['witness']})" if entry.get("witness") else ""
                 _out(f"{block['file']}: {entry['key']}: {entry['status']}{witness}")
         for problem in block["problems"]:
-            _out(f"{block['file']}: {problem}")
+            _out(problem if problem.startswith(block["file"]) else f"{block['file']}: {problem}")
     for report in args.report or []:
         _write_report(summary, Path(report))
-    unexpected = sum(1 for b in summary["expectations"] for e in b["entries"] if e["status"] in FAILING_ENTRY)
-    deviations = sum(1 for o in outcomes if o.status == "deviation")
+    reasons = skip_reasons(outcomes)
+    if reasons:
+        _out("")
+        _out("skipped, by reason:")
+        for reason, n in reasons[:SKIP_REASONS_SHOWN]:
+            _out(f"  {n:4d}  {reason}")
+        if len(reasons) > SKIP_REASONS_SHOWN:
+            _out(f"  ... {len(reasons) - SKIP_REASONS_SHOWN} more reasons in the report")
     _out("")
-    if deviations or unexpected:
-        _out(
-            f"{deviations} known deviations and {unexpected} unexpected passes or missing witnesses "
-            f"of {block_files(summary)}"
-        )
     _out(_shares_line(summary, engine))
-    stale = sum(  # a scenario entry's unexpected pass is its case's already
-        1
-        for b in summary["expectations"]
-        for e in b["entries"]
-        if e["status"] in FAILING_ENTRY and not e["scenario"]
-    )
-    _out(f"{engine}: {summary_line(outcomes, stale_entries=stale)}")
-    return EXIT_FAILED if failed or unexpected else EXIT_OK
+    tally = run_counts(outcomes, [e for b in summary["expectations"] for e in b["entries"]])
+    _out(f"{engine}: {tally.line()}")
+    return EXIT_OK if tally.ok else EXIT_FAILED
+
+
+#: skip reasons listed on the console; the report lists every case's
+SKIP_REASONS_SHOWN = 8
 
 
 def _shares_line(summary: dict[str, Any], engine: str) -> str:

@@ -1044,13 +1044,15 @@ def summary_from_cases(
     texts: Mapping[str, str] | None = None,
     expectations: Sequence[Mapping[str, Any]] = (),
     judged_by: Any = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
     """A summary of the plugin's schema from ``harness.vector_check.CaseOutcome`` objects.
 
     ``clauses`` is ``harness.clauses.load_clauses(...)`` (or dicts with id/title/file/text) or [];
     ``texts`` optionally maps clause ids to their text, for clauses that carry none;
-    ``judged_by`` the engine's ``Expectations``, whose entries a deviation is charged to. A case
-    is a test of kind ``case`` and counts as a scenario in the rows. A clause's status: FAIL,
+    ``judged_by`` the engine's ``Expectations``, whose entries a deviation is charged to;
+    ``name`` the engine's name for its expectation file (default: ``engine``). A case is a test
+    of kind ``case`` and counts as a scenario in the rows. A clause's status: FAIL,
     unexpected-pass (its entry's witness no longer differs), deviation, ok (a case that could
     have failed it passed), not observable, adapter, declined, untested; worst first.
     """
@@ -1137,13 +1139,14 @@ def summary_from_cases(
                 "properties": [],
             }
         )
+    listed_sources = ", ".join(str(s) for s in sources)
     return {
         "format": FORMAT,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "profile": "",
         "seed": None,
         "sources": [str(s) for s in sources],
-        "engines": [{"id": engine, "description": f"test vectors: {', '.join(str(s) for s in sources)}"}],
+        "engines": [{"id": engine, "name": name or engine, "description": "test vectors: " + listed_sources}],
         "clauses": list(listed.values()),
         "rows": rows,
         "tests": tests,

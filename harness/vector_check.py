@@ -235,11 +235,64 @@ def counts(outcomes: Sequence[CaseOutcome]) -> Counter[str]:
     return Counter(o.status for o in outcomes)
 
 
-def summary_line(outcomes: Sequence[CaseOutcome], stale_entries: int = 0) -> str:
-    """``N passed, N failed, N skipped``: the closing line CI runners read (declined cases and
-    refusals the adapter decides are skipped: neither passed nor failed; an expectation entry
-    whose witness no longer fails, or is missing, fails the run and counts as failed)."""
+def fixed_witnesses(
+    outcomes: Sequence[CaseOutcome], entries: Sequence[Mapping[str, Any]]
+) -> list[CaseOutcome]:
+    """``outcomes`` with every passing witness of a place entry the run found fixed (status
+    ``unexpected-pass``, ``entry_statuses``) turned into an unexpected pass, so the case that
+    shows the fix is counted once, there, and not also as passed."""
+    fixed: dict[str, list[str]] = {}
+    for e in entries:
+        if e["status"] == "unexpected-pass" and not e.get("scenario") and e.get("witness"):
+            fixed.setdefault(str(e["witness"]), []).append(str(e["key"]))
+    return [
+        replace(o, status="unexpected-pass", reason=f"no longer differs where {', '.join(fixed[o.id])} says")
+        if o.status == "pass" and o.id in fixed
+        else o
+        for o in outcomes
+    ]
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """The closing line's figures. ``passed``, ``deviations`` and ``skipped`` (declined, or
+    decided by the adapter) count cases; ``failed`` counts failing cases plus place entries whose
+    witness the run lacks; ``unexpected`` counts unexpected passes plus place entries found fixed
+    whose witness is excused by other entries (so it is a deviation, not a pass)."""
+
+    passed: int
+    failed: int
+    deviations: int
+    unexpected: int
+    skipped: int
+
+    @property
+    def ok(self) -> bool:
+        """The run passes: nothing failed and nothing passed that an entry says fails."""
+        return not self.failed and not self.unexpected
+
+    def line(self) -> str:
+        return (
+            f"{self.passed} passed, {self.failed} failed, {self.deviations} deviations, "
+            f"{self.unexpected} unexpected passes, {self.skipped} skipped"
+        )
+
+
+def run_counts(outcomes: Sequence[CaseOutcome], entries: Sequence[Mapping[str, Any]] = ()) -> RunCounts:
+    """``outcomes`` after ``fixed_witnesses``; ``entries`` the expectation file's entry statuses."""
     c = counts(outcomes)
-    skipped = c["declined"] + c["adapter"]
-    failed = c["fail"] + c["unexpected-pass"] + stale_entries
-    return f"{c['pass']} passed, {failed} failed, {skipped} skipped"
+    cases = {o.id: o.status for o in outcomes}
+    place = [e for e in entries if not e.get("scenario")]
+    missing = sum(1 for e in place if e["status"] == "witness missing")
+    fixed = [e for e in place if e["status"] == "unexpected-pass"]
+    excused = sum(1 for e in fixed if cases.get(str(e.get("witness"))) != "unexpected-pass")
+    return RunCounts(
+        passed=c["pass"], failed=c["fail"] + missing, deviations=c["deviation"],
+        unexpected=c["unexpected-pass"] + excused, skipped=c["declined"] + c["adapter"],
+    )  # fmt: skip
+
+
+def skip_reasons(outcomes: Sequence[CaseOutcome]) -> list[tuple[str, int]]:
+    """The reasons of the skipped cases (declined, or decided by the adapter), most cases first."""
+    reasons = Counter(o.reason or o.status for o in outcomes if o.status in ("declined", "adapter"))
+    return sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -196,3 +196,32 @@ def test_a_column_an_engine_does_not_show_fails_no_test_once_its_file_says_so(tm
     code, out, summary = run_suites(tmp_path, "declared", "--engine", "mute_engine:Mute", env=env)
     assert code == 0, out
     assert set(outcomes(summary, "mute_engine:Mute").values()) <= {"passed", "oracle-only", "skipped"}
+
+
+@pytest.mark.clauses("TR-11")
+def test_the_closing_line_counts_every_case_once_and_decides_the_exit() -> None:
+    """``run_counts``: a passing witness of a fixed entry is an unexpected pass, not also a pass;
+    a fixed entry whose witness other entries excuse, and an entry whose witness is missing,
+    each count once; the run passes only with nothing failed and nothing passed unexpectedly."""
+    from harness.vector_check import CaseOutcome, fixed_witnesses, run_counts
+    from harness.vectors import read_vectors
+
+    v = read_vectors([ROOT / "vectors"]).vectors[:6]
+    outcomes = [
+        CaseOutcome(x, s) for x, s in zip(v, ["pass", "pass", "fail", "deviation", "declined", "adapter"])
+    ]
+    entry = {"scenario": None, "key": "OXL-R4 at events.verdict", "status": "applied", "witness": v[3].id}
+    assert run_counts(outcomes, [entry]).line() == (
+        "2 passed, 1 failed, 1 deviations, 0 unexpected passes, 2 skipped"
+    )
+    fixed = {**entry, "status": "unexpected-pass", "witness": v[0].id}
+    shown = fixed_witnesses(outcomes, [fixed])
+    assert [o.status for o in shown][:2] == ["unexpected-pass", "pass"]
+    tally = run_counts(shown, [fixed])
+    assert (tally.passed, tally.unexpected, tally.ok) == (1, 1, False)
+    behind_others = {**fixed, "witness": v[3].id}  # its witness is a deviation of other entries
+    missing = {**entry, "status": "witness missing", "witness": "late_data/gone"}
+    tally = run_counts(fixed_witnesses(outcomes, [behind_others, missing]), [behind_others, missing])
+    assert tally.line() == "2 passed, 2 failed, 1 deviations, 1 unexpected passes, 2 skipped"
+    ok = [CaseOutcome(x, s) for x, s in zip(v, ["pass", "deviation", "declined"])]
+    assert run_counts(ok).ok
