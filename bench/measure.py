@@ -21,6 +21,7 @@ package that ``spark_impl`` imports.)
 - ``trace_stream`` and ``spark_workdir``: the ``trace`` source as a streaming
   DataFrame, and a Spark session with a scratch folder removed at the end.
 - ``machine``: cores, load average and memory, for the results file.
+- ``spark_events``: the events of a Spark event log written as plain JSON lines.
 
 Benchmarks report figures; nothing here asserts a timing.
 """
@@ -28,6 +29,7 @@ Benchmarks report figures; nothing here asserts a timing.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import statistics
@@ -141,6 +143,15 @@ class TreeMemory:
 
 
 # ---- state size --------------------------------------------------------------
+
+
+def spark_events(log: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(kind, event) for each line of a plain JSON-lines Spark event log (``spark.eventLog.*``
+    with compression and rolling off)."""
+    with open(log) as f:
+        for line in f:
+            event = json.loads(line)
+            yield event["Event"], event
 
 
 def dir_bytes(path: str) -> int:

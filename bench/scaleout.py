@@ -567,28 +567,25 @@ def stateful_stages(log: str) -> dict[str, dict[int, list[dict[str, Any]]]]:
     (``ops``) and per task (partition id) the shuffle records read and the executor run time."""
     stages: dict[int, dict[str, Any]] = {}
     tasks: dict[int, dict[int, tuple[int, int]]] = collections.defaultdict(dict)
-    with open(log) as f:
-        for line in f:
-            event = json.loads(line)
-            kind = event["Event"]
-            if kind == "SparkListenerStageSubmitted":
-                info, props = event["Stage Info"], event.get("Properties") or {}
-                ops = sorted(
-                    {json.loads(r["Scope"])["name"] if r.get("Scope") else r["Name"]
-                     for r in info["RDD Info"] if r["Name"] in STATE_RDDS}
-                )  # fmt: skip
-                if ops and "sql.streaming.queryId" in props:
-                    stages[info["Stage ID"]] = {
-                        "query": props["sql.streaming.queryId"],
-                        "batch": int(props.get("streaming.sql.batchId", -1)),
-                        "ops": ops,
-                        "tasks": info["Number of Tasks"],
-                    }
-            elif kind == "SparkListenerTaskEnd" and event["Task End Reason"]["Reason"] == "Success":
-                task, metrics = event["Task Info"], event["Task Metrics"]
-                partition = task.get("Partition ID", task["Index"])
-                records = metrics["Shuffle Read Metrics"]["Total Records Read"]
-                tasks[event["Stage ID"]][partition] = (records, metrics["Executor Run Time"])
+    for kind, event in measure.spark_events(log):
+        if kind == "SparkListenerStageSubmitted":
+            info, props = event["Stage Info"], event.get("Properties") or {}
+            ops = sorted(
+                {json.loads(r["Scope"])["name"] if r.get("Scope") else r["Name"]
+                 for r in info["RDD Info"] if r["Name"] in STATE_RDDS}
+            )  # fmt: skip
+            if ops and "sql.streaming.queryId" in props:
+                stages[info["Stage ID"]] = {
+                    "query": props["sql.streaming.queryId"],
+                    "batch": int(props.get("streaming.sql.batchId", -1)),
+                    "ops": ops,
+                    "tasks": info["Number of Tasks"],
+                }
+        elif kind == "SparkListenerTaskEnd" and event["Task End Reason"]["Reason"] == "Success":
+            task, metrics = event["Task Info"], event["Task Metrics"]
+            partition = task.get("Partition ID", task["Index"])
+            records = metrics["Shuffle Read Metrics"]["Total Records Read"]
+            tasks[event["Stage ID"]][partition] = (records, metrics["Executor Run Time"])
     found: dict[str, dict[int, list[dict[str, Any]]]] = collections.defaultdict(
         lambda: collections.defaultdict(list)
     )
