@@ -1,8 +1,9 @@
 """The child process of the fault tests (harness/faults.py; spec/traces.md TR-17).
 
 ``python -m harness.fault_child WORKDIR`` runs the Spark engine's combined query of the
-traces in ``WORKDIR/run.json`` (``spark_impl.engine.combined_output``, the same query as
-``SparkEngine``) over ``WORKDIR/input.parquet`` to its end (``Trigger.AvailableNow``, one
+traces in ``WORKDIR/run.json`` (``spark_impl.engine.combined_output``, or for a query of one
+operator that finishes its micro-batches in the sink, its ``sink_rows`` and ``sink_step``: the
+same query as ``SparkEngine``) over ``WORKDIR/input.parquet`` to its end (``Trigger.AvailableNow``, one
 trace batch per micro-batch), writing through ``write_tables``'s per-batch function
 (``spark_impl.common.write_batch_tables``) to ``WORKDIR/sink`` with its checkpoint in
 ``WORKDIR/checkpoint``; exit status 0 when the query ends, 1 when it fails.
@@ -17,7 +18,8 @@ each point is reached:
 - ``reading``: the source's ``read`` of the batch (offsets logged, nothing computed);
 - ``stateful``: a pass-through ``mapInArrow`` after the operators, in a task of the batch's
   last stage (earlier stages' state stores committed, that stage's not, or only some);
-- ``after_state``, ``between_tables``, ``after_sink``: in ``write_batch_tables``.
+- ``after_state``, ``between_tables``, ``after_sink``: in ``write_batch_tables`` (with a sink
+  step, after its per-stream state of the batch is written).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def sink_tables(traces: Sequence[Any]) -> dict[str, list[str]]:
 def main(argv: Sequence[str]) -> int:
     from harness.traces import Trace
     from spark_impl.common import write_batch_tables
-    from spark_impl.engine import combined_output
+    from spark_impl.engine import combined_output, sink_step_streams
     from spark_impl.session import get_spark
 
     started = time.monotonic()
@@ -136,7 +138,8 @@ def main(argv: Sequence[str]) -> int:
         .option("reached", reached_path)
         .load()
     )
-    output = combined_output(df, traces, configs)
+    streams = sink_step_streams(df, traces, configs)
+    output = combined_output(df, traces, configs) if streams is None else streams.sink_rows
 
     def stage_point(chunks: Iterator[Any]) -> Iterator[Any]:
         import pyarrow.compute as pc
@@ -159,15 +162,20 @@ def main(argv: Sequence[str]) -> int:
             say(f"batch {batch_id}: {point}")
         reach(point, batch_id, plan_point, plan_batch, reached_path)
 
-    def write_batch(batch: Any, batch_id: int) -> None:
-        write_batch_tables(batch, batch_id, sink, tables, at_point)
+    checkpoint = str(work / "checkpoint")
 
-    query = (
-        output.writeStream.foreachBatch(write_batch)
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    def write_batch(batch: Any, batch_id: int) -> None:
+        if streams is None:
+            write_batch_tables(batch, batch_id, sink, tables, at_point)
+        else:  # the engine's plan for this query: the narrow step in the sink, then the tables
+
+            def tables_of(rows: Any) -> None:
+                write_batch_tables(rows, batch_id, sink, tables, at_point, cache=False)
+
+            streams.sink_step.run(batch, batch_id, checkpoint, tables_of)
+
+    query = output.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint)
+    query = query.trigger(availableNow=True).start()
     say("query started")
     try:
         query.awaitTermination()

@@ -392,10 +392,50 @@ class OperatorStreams:
     """Base of every operator's result: ``output`` is the combined stream (its ``output``
     column names each row's table) and the other fields are its projections. Writing two
     projections to two sinks starts two queries, which run the operator twice, each with its
-    own state: ``write_tables`` writes them all from one."""
+    own state: ``write_tables`` writes them all from one, and ``foreach_batch`` hands each
+    micro-batch of ``output``'s rows to a function.
+
+    An operator whose per-stream step can run in the sink (``sink_step``, a
+    ``spark_impl.scaleout.SinkStep``, over ``sink_rows``, its one-stage stream) runs
+    ``write_tables`` and ``foreach_batch`` with one stateful stage instead of two; ``output``
+    keeps both stages, so that any streaming sink gets every table."""
 
     output: Any
     table_columns: ClassVar[Mapping[str, Sequence[str]]] = {}
+    sink_rows: Any = None
+    sink_step: Any = None
+
+    def foreach_batch(
+        self, function: Callable[[Any, int], None], checkpoint_location: str, *,
+        trigger: Mapping[str, Any] | None = None, inspect_checkpoint: bool = True,
+    ) -> Any:  # fmt: skip
+        """Starts ONE query that calls ``function(batch_df, batch_id)`` for each micro-batch with
+        the rows ``output`` would give for it (columns and tables alike), at least once: a batch
+        Spark runs again after a failure gives ``function`` the same rows. ``trigger`` goes to
+        ``DataStreamWriter.trigger``. Returns the StreamingQuery. Raises ``IncompatibleCheckpoint``
+        or ``CorruptCheckpoint`` (spark_impl.checkpoints) for a checkpoint this release cannot
+        continue from, before any batch runs (``inspect_checkpoint=False`` skips that inspection,
+        for a caller that made it already) or, for what only a batch can see, in it."""
+        from spark_impl.checkpoints import check_checkpoint
+
+        step = self.sink_step
+        if inspect_checkpoint:
+            # C1-C4 (docs/reliability.md): refuse a checkpoint of another layout or a damaged one first
+            stages = check_checkpoint(self.output.sparkSession, checkpoint_location)
+            if step is not None:
+                step.refuse_second_stage(stages)
+        if step is None:
+            stream, each = self.output, function
+        else:
+
+            def each(batch: Any, batch_id: int) -> None:
+                step.run(batch, batch_id, checkpoint_location, lambda rows: function(rows, batch_id))
+
+            stream = self.sink_rows
+        writer = stream.writeStream.foreachBatch(each).option("checkpointLocation", checkpoint_location)
+        if trigger:
+            writer = writer.trigger(**trigger)
+        return writer.start()
 
     def write_tables(
         self, path: str, checkpoint_location: str, *, trigger: Mapping[str, Any] | None = None
@@ -406,23 +446,16 @@ class OperatorStreams:
         ``{"processingTime": "10 seconds"}``). Returns the StreamingQuery; read a table back
         with ``spark.read.parquet(f"{path}/events")``. Raises ``IncompatibleCheckpoint`` or
         ``CorruptCheckpoint`` (spark_impl.checkpoints) for a checkpoint this release cannot
-        continue from, before any batch runs."""
-        from spark_impl.checkpoints import check_checkpoint
-
+        continue from (see ``foreach_batch``)."""
         tables = {name: list(cols) for name, cols in self.table_columns.items()}
         base = path.rstrip("/")
 
-        def write_batch(batch: Any, batch_id: int) -> None:
-            write_batch_tables(batch, batch_id, base, tables)
+        cached = self.sink_step is not None  # a SinkStep hands on rows of the batch it cached
 
-        # C1-C4 (docs/reliability.md): refuse a checkpoint of another layout or a damaged one first
-        check_checkpoint(self.output.sparkSession, checkpoint_location)
-        writer = self.output.writeStream.foreachBatch(write_batch).option(
-            "checkpointLocation", checkpoint_location
-        )
-        if trigger:
-            writer = writer.trigger(**trigger)
-        return writer.start()
+        def write_batch(batch: Any, batch_id: int) -> None:
+            write_batch_tables(batch, batch_id, base, tables, cache=not cached)
+
+        return self.foreach_batch(write_batch, checkpoint_location, trigger=trigger)
 
 
 def write_batch_tables(
@@ -431,6 +464,7 @@ def write_batch_tables(
     path: str,
     tables: Mapping[str, Sequence[str]],
     reached: Callable[[str, int], None] | None = None,
+    cache: bool = True,
 ) -> None:
     """``write_tables``'s work for one micro-batch (the ``foreachBatch`` function): every table
     present in ``batch`` (by its ``output`` column) to ``<path>/<table>/batch_id=<batch_id>``,
@@ -440,10 +474,13 @@ def write_batch_tables(
     tables follow in name order. ``reached(point, batch_id)``, when given, is called at
     ``after_state`` (state committed, no table written), ``between_tables`` (before each table
     but the first) and ``after_sink`` (every table written, before Spark's commit log): the
-    points where harness/faults.py kills the query."""
+    points where harness/faults.py kills the query. ``cache=False`` reads ``batch`` once per
+    table instead of caching it first: for rows that come from a batch cached already (a
+    ``SinkStep``'s), where a second cache would copy every row again."""
     from pyspark.sql import functions as F
 
-    batch.persist()
+    if cache:
+        batch.persist()
     try:
         present = {r["output"] for r in batch.select("output").distinct().collect()}
         if reached:
@@ -456,7 +493,8 @@ def write_batch_tables(
         if reached:
             reached("after_sink", batch_id)
     finally:
-        batch.unpersist()
+        if cache:
+            batch.unpersist()
 
 
 def table_projections(output: Any, table_columns: Mapping[str, Sequence[str]]) -> dict[str, Any]:

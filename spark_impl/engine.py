@@ -29,7 +29,11 @@ area (``query_groups``), a few of them at the same time in the one session:
   is part of every state key, and each trace's own config is applied to its
   stream (``stream_configs``): one query for all configs;
 - each query writes to its own parquet sink with its own checkpoint in a temporary
-  directory; after the run the sinks are read back and split per trace;
+  directory; after the run the sinks are read back and split per trace. A query of one
+  area whose operator can finish its micro-batches in the sink (``engine_streams`` with a
+  ``sink_step``: keyed watermarks) runs that operator's one-stage plan through its
+  ``foreach_batch``, each micro-batch to a folder of its own, as users run ``write_tables``;
+  any other query writes ``combined_output`` with Spark's file sink;
 - restarts (TR-5, F065-R24): a query stops after every batch that one of its
   traces names in ``restart_after`` and a new query continues from the same
   checkpoint (the source's ``end_batch`` option). A trace of the same query
@@ -256,15 +260,24 @@ class SparkEngine:
             .option("partitions", str(self.partitions))
             .load()
         )
-        output = combined_output(df, traces, {tid: configs[tid] for tid in traces})
-        query = (
-            output.writeStream.format("parquet")
-            .option("checkpointLocation", os.path.join(work, "checkpoint"))
-            .option("path", os.path.join(work, "sink"))
-            .outputMode("append")
-            .trigger(availableNow=True)
-            .start()
-        )
+        mine = {tid: configs[tid] for tid in traces}
+        checkpoint, sink = os.path.join(work, "checkpoint"), os.path.join(work, "sink")
+        streams = sink_step_streams(df, traces, mine)
+        if streams is not None:
+            # One stateful stage and the narrow step in the sink: each micro-batch to its own
+            # folder, which a batch Spark runs again overwrites.
+            def write(rows: Any, batch_id: int) -> None:
+                rows.write.mode("overwrite").parquet(os.path.join(sink, f"batch_id={batch_id}"))
+
+            # the inspection is _run_query's, at the first restart only
+            once = {"availableNow": True}
+            query = streams.foreach_batch(write, checkpoint, trigger=once, inspect_checkpoint=False)
+        else:
+            query = (
+                combined_output(df, traces, mine).writeStream.format("parquet")
+                .option("checkpointLocation", checkpoint).option("path", sink)
+                .outputMode("append").trigger(availableNow=True).start()
+            )  # fmt: skip
         runs.started(query)
         try:
             query.awaitTermination()
@@ -351,6 +364,21 @@ def combined_output(df: Any, traces: dict[str, tuple[int, Trace]], configs: dict
     return output
 
 
+def sink_step_streams(
+    df: Any, traces: dict[str, tuple[int, Trace]], configs: dict[str, dict[str, Any]]
+) -> Any | None:
+    """For a query of one area whose module has ``engine_streams`` (an operator whose per-stream
+    step can run in the sink): that operator's streams over ``df``; None for any other query."""
+    areas = {t.area for _, t in traces.values()}
+    if len(areas) != 1:
+        return None
+    module = area_module(next(iter(areas)))
+    if not hasattr(module, "engine_streams"):
+        return None
+    streams = module.engine_streams(df, configs)
+    return streams if streams.sink_step is not None else None
+
+
 def _rows_table(traces: dict[str, tuple[int, Trace]]) -> Any:
     import pyarrow as pa
 
@@ -385,4 +413,4 @@ def _split(rows: list[Any], traces: dict[str, tuple[int, Trace]]) -> dict[str, O
     return out
 
 
-__all__ = ["SparkEngine", "combined_output", "query_groups"]
+__all__ = ["SparkEngine", "combined_output", "query_groups", "sink_step_streams"]

@@ -62,8 +62,12 @@ DataFrames are projections of it:
 
 Every projection is a separate streaming plan: starting several sinks runs
 the operator once per sink, each with its own checkpoint. To get several
-tables from one run, write ``kw.output`` once (or use ``foreachBatch``) and
-split by the ``output`` column.
+tables from one run, use ``kw.write_tables(path, checkpoint)`` (Parquet, one
+folder per table) or ``kw.foreach_batch(function, checkpoint)`` (each
+micro-batch's combined rows to ``function(rows, batch_id)``): both run ONE
+stateful stage and do the per-stream step in the sink (below). Writing
+``kw.output`` once to any streaming sink and splitting by the ``output``
+column also works, with a second stateful stage.
 
 Optional columns of the input: ``stream_id_col`` (many independent streams in
 one query; without it the whole DataFrame is one stream), ``seq_col``
@@ -121,15 +125,21 @@ Design
   earliest activity older than the timeout), and writes back what it read.
   The cross-key answers of the bucket come from the summary of the blocks
   it did not read plus the keys it did.
-- NARROW STAGE, a second ``transformWithStateInPandas`` grouped by (stream,
-  route): the wide stage emits per call (a segment of events or a control
-  row) the bucket's summary when it changed, routed to one group per
+- NARROW STEP: the wide stage emits per call (a segment of events or a
+  control row) the bucket's summary when it changed, routed to one group per
   stream; that group keeps each bucket's summary and the counters, and
   computes the global watermark after every call (F065-R5..R8), the gauges
-  and the progress row. Two stateful operators in one query only feed
+  and the progress row. ``write_tables`` and ``foreach_batch`` run it in the
+  sink (``spark_impl.scaleout.SinkStep``): each micro-batch's summary rows,
+  never the events, are collected to the driver and folded with the
+  stream's state, which lives in two slots under ``<checkpoint>/sink_step/``
+  (a batch reads the one with the latest batch below it and writes the
+  other, so a batch Spark runs again reads what its first attempt read).
+  ``kw.output`` runs it in a second ``transformWithStateInPandas`` grouped
+  by (stream, route): two stateful operators in one query only feed
   forward, and a stateful operator whose output is used twice runs twice,
-  so the event rows travel through the second stage too, in pass-through
-  groups (stream, bucket) that touch no state.
+  so there the event rows travel through the second stage too, in
+  pass-through groups (stream, bucket) that touch no state.
 - EVICTION under ``max_keys`` (F065-R12..R15) is global and sequential: a
   stream with ``max_keys`` sends every row to bucket 0, which reads all its
   blocks (at most ``max_keys`` keys) and runs the exact path.
@@ -167,10 +177,12 @@ Design
   explicit; nullable longs never become floats (they cross between the
   stages as a value and a null mask).
 - RESTART (F065-R24, R37): everything is in the state store under the
-  checkpoint; ``buckets`` is fixed in it (a different value is refused with
-  a message naming both), and so are a compact stream's shard count, exact
-  keys per shard and sketch shape (stored with each shard's sketches), and
-  whether a stream is compact at all.
+  checkpoint (and, for the sink step, in ``sink_step/`` beside it; a
+  checkpoint of one plan is refused by the other); ``buckets`` is fixed in
+  it (a different value is refused with a message naming both), and so
+  are a compact stream's shard count, exact keys per shard and sketch shape
+  (stored with each shard's sketches), and whether a stream is compact at
+  all.
 """
 
 from __future__ import annotations
@@ -215,11 +227,13 @@ from spark_impl.scaleout import (
     DUPLICATE_SEQ,
     NULL_MASK,
     SecondStage,
+    SinkStep,
     WideStage,
     block_of,
     check_layout,
     default_buckets,
     flag_duplicate_seqs,
+    one_stage,
     pack_text,
     processing_time,
     restore_nulls,
@@ -1765,6 +1779,8 @@ class KeyedWatermarkStreams(OperatorStreams):
     keys: Any
     windows: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
 
 def keyed_watermarks(
@@ -1909,10 +1925,18 @@ def keyed_watermarks(
     narrow = StreamSummaryProcessor(buckets, default.compact, {s: c.compact for s, c in per_stream.items()})
     both = two_stages(rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "kw_")
+    # write_tables and foreach_batch: the wide stage alone, the narrow step in the sink
+    step = SinkStep(
+        "keyed_watermarks", narrow, "stream", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS,
+        ("batch", *SUMMARY_COLS),
+    )  # fmt: skip
+    wide = one_stage(rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA)
+    sink_rows = with_unplaced_errors(restore_nulls(wide, step.stream_columns(), LONG_COLS), unplaced, "kw_")
     tables = table_projections(output, TABLE_COLUMNS)
     return KeyedWatermarkStreams(
-        output=output, late=tables["events"].filter(F.col("verdict") == "late"), **tables
-    )
+        output=output, late=tables["events"].filter(F.col("verdict") == "late"), **tables,
+        sink_rows=sink_rows, sink_step=step,
+    )  # fmt: skip
 
 
 def compact_shard(key: Any, shards: Any) -> Any:
@@ -1968,8 +1992,12 @@ __all__ = [
 ]
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace.
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> KeyedWatermarkStreams:
+    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per
+    trace; the engine writes a query of this area alone through ``foreach_batch`` (one stateful
+    stage, the narrow step in the sink) and a query mixing areas through ``output``.
 
     Few buckets and tiny blocks: a trace has a handful of keys, and every group costs a
     Python call per micro-batch; three buckets that split blocks past two keys still spread
@@ -1980,7 +2008,12 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         kind_col="kind", value_col="value", time_col="time", batch_col="batch",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, block_keys=ENGINE_BLOCK_KEYS,
         seq_unique=seq_unique,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with both stages (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 ENGINE_BUCKETS = 3

@@ -48,14 +48,23 @@ batch, so what it needs from the whole stream must come from its own input
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from harness.traces import I64_MIN, InvalidConfig
-from spark_impl.checkpoints import CheckpointError, layout_refusal
+from spark_impl.checkpoints import (
+    NEW_LOCATION,
+    RESTORE,
+    CheckpointError,
+    CorruptCheckpoint,
+    IncompatibleCheckpoint,
+    layout_refusal,
+)
 from spark_impl.common import (
     OutputRows,
     StatefulProcessor,
@@ -120,6 +129,14 @@ def two_stages(
     )
     return wide.groupBy("stream_id", ROUTE).transformWithStateInPandas(
         statefulProcessor=second, outputStructType=second_schema, outputMode="Append", timeMode="None"
+    )
+
+
+def one_stage(df: Any, stream_col: str, bucket_col: str, first: Any, first_schema: str) -> Any:
+    """The first stage alone, grouped by (stream, bucket): its table rows and its summary rows,
+    for a ``SinkStep`` to finish in the sink."""
+    return df.groupBy(stream_col, bucket_col).transformWithStateInPandas(
+        statefulProcessor=first, outputStructType=first_schema, outputMode="Append", timeMode="None"
     )
 
 
@@ -241,6 +258,186 @@ class BatchSummaryStage(SecondStage):
             self.summarise_batch(st, part, b, out)
         self.state.update(st.to_tuple())
         return out.masked_frame(NULL_MASK)
+
+
+StoreValues = dict[tuple[Any, ...], tuple[Any, ...]]  # a MemoryStore's values
+SINK_STATE = "sink_step"  # the folder of the checkpoint that holds a SinkStep's per-stream state
+SINK_SLOTS = 2
+
+
+class SinkStep:
+    """The narrow stage run once per micro-batch in the sink instead of in a second stateful stage.
+
+    The query has one stateful stage (``one_stage``); its output, with the long columns' nulls
+    restored, reaches a ``foreachBatch`` function, where ``run`` collects the summary rows
+    (route ``SUMMARY_ROUTE``: small, never the events) to the driver, applies the operator's own
+    second-stage processor ``narrow`` to each stream's summaries with its state in a
+    ``MemoryStore``, and hands the table rows plus the per-stream rows it made to ``consume``,
+    the same rows and columns the two-stage plan writes. Every table row crosses Python once.
+
+    The per-stream state lives beside Spark's checkpoint, in ``<checkpoint>/sink_step/slot=0``
+    and ``slot=1``: each holds the state of every stream after one micro-batch, with that batch
+    id. A batch reads the slot with the latest batch id below its own and writes the other one,
+    so a batch Spark runs again after a failure reads what its first attempt read: the answer
+    is the same, and the slot it read is never the one it overwrites. The state is cached
+    between batches of one process. A batch after the first that finds no slot below it is
+    refused (``CorruptCheckpoint``), and so, before the query starts, is a checkpoint that keeps
+    the per-stream state in a second stateful stage (``refuse_second_stage``).
+
+    ``narrow``: a ``SecondStage`` whose ``open_state`` registers one ValueState ``state_name``
+    with the DDL ``state_schema``; ``columns``/``long_cols``: the output columns and those
+    restored from the null mask; ``summary_columns``: what ``narrow.summarise`` reads."""
+
+    def __init__(
+        self, operator: str, narrow: Any, state_name: str, state_schema: str, columns: Sequence[str],
+        long_cols: Sequence[str], summary_columns: Sequence[str],
+    ) -> None:  # fmt: skip
+        self.operator = operator
+        self.narrow = narrow
+        self.state_name = state_name
+        self.state_schema = state_schema
+        self.columns = tuple(columns)
+        self.long_cols = tuple(long_cols)
+        self.summary_columns = tuple(summary_columns)
+        self._cached: tuple[int, int, StoreValues] | None = None  # batch, slot, values
+
+    def stream_columns(self) -> tuple[str, ...]:
+        """The columns of the one-stage stream ``run`` reads: the output columns, the route and
+        the summary columns."""
+        extra = [c for c in (ROUTE, *self.summary_columns) if c not in self.columns]
+        return (*self.columns, *extra)
+
+    def run(self, batch: Any, batch_id: int, checkpoint: str, consume: Callable[[Any], None]) -> None:
+        """Finishes micro-batch ``batch_id`` of the one-stage stream and calls ``consume`` with it."""
+        from pyspark.sql import functions as F
+
+        spark = batch.sparkSession
+        batch.persist()
+        try:
+            route = F.col(ROUTE)
+            summary_rows = batch.filter(route == SUMMARY_ROUTE).select("stream_id", *self.summary_columns)
+            summaries = summary_rows.toPandas()
+            slot, values = self._before(spark, batch_id, checkpoint)
+            store = MemoryStore(dict(values))
+            frames = []
+            for sid, rows in summaries.groupby("stream_id", dropna=False, sort=True):
+                stream_id = None if pd.isna(sid) else str(sid)
+                self.narrow.open_state(store.handle((stream_id, SUMMARY_ROUTE)))
+                frames.append(self.narrow.summarise(stream_id, rows.reset_index(drop=True)))
+            tables = batch.filter(route.isNull() | (route != SUMMARY_ROUTE)).select(*self.columns)
+            if frames:
+                narrow_rows = pd.concat(frames, ignore_index=True)
+                schema = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in batch.schema.fields
+                                   if f.name in self.columns) + f", `{NULL_MASK}` long"  # fmt: skip
+                made = spark.createDataFrame(narrow_rows[[*self.columns, NULL_MASK]], schema=schema)
+                tables = tables.unionByName(restore_nulls(made, self.columns, self.long_cols))
+            written = 1 - slot if slot is not None else 0
+            self._write(spark, checkpoint, written, batch_id, store.values)
+            consume(tables)
+            self._cached = (batch_id, written, store.values)
+        finally:
+            batch.unpersist()
+
+    def refuse_second_stage(self, stages: Sequence[Any]) -> None:
+        """Raises ``IncompatibleCheckpoint`` when the inspected checkpoint (``check_checkpoint``'s
+        reports) keeps this operator's per-stream state in a second stateful stage: it was written
+        by ``output``'s plan, or by ``write_tables`` before this release, and Spark would refuse
+        the one-stage plan on it with an error about stateful operators that do not match."""
+        if any(s.area == self.operator and s.stage == "second" for s in stages):
+            raise IncompatibleCheckpoint(
+                f"{self.operator}: the checkpoint keeps the per-stream state in a second stateful stage "
+                "(the plan of .output, or of write_tables before this release); write_tables and "
+                "foreach_batch keep it beside the checkpoint",
+                f"write .output on it as it was started, or {NEW_LOCATION}", self.operator, self.state_name,
+            )  # fmt: skip
+
+    def _folder(self, checkpoint: str, slot: int) -> str:
+        return f"{checkpoint.rstrip('/')}/{SINK_STATE}/slot={slot}"
+
+    def _row_schema(self) -> str:
+        return f"batch_id long, present boolean, stream_id string, {self.state_schema}"
+
+    def _before(self, spark: Any, batch_id: int, checkpoint: str) -> tuple[int | None, StoreValues]:
+        """(the slot read, the per-stream state after the latest batch below ``batch_id``)."""
+        if self._cached is not None and self._cached[0] == batch_id - 1:
+            return self._cached[1], self._cached[2]
+        found: list[tuple[int, int, list[Any]]] = []
+        if batch_id > 0:  # nothing precedes the first batch: no read, and no missing-path warning
+            try:
+                stored = spark.read.parquet(f"{checkpoint.rstrip('/')}/{SINK_STATE}").collect()
+            except Exception as error:  # noqa: BLE001 - classic and Connect raise different classes
+                if "PATH_NOT_FOUND" not in str(error) and "does not exist" not in str(error):
+                    raise
+                stored = []
+            for slot in range(SINK_SLOTS):
+                rows = [r for r in stored if r["slot"] == slot]
+                ids = {r["batch_id"] for r in rows}
+                if len(ids) > 1:
+                    where = self._folder(checkpoint, slot)
+                    finding = f"{self.operator}: {where} holds batch ids {sorted(ids)}"
+                    raise CorruptCheckpoint(finding, RESTORE, self.operator, self.state_name)
+                if ids:
+                    found.append((ids.pop(), slot, rows))
+        below = [f for f in found if f[0] < batch_id]
+        if not below:
+            if batch_id > 0:  # Spark committed the batches before this one; their state is gone
+                finding = (
+                    f"{self.operator}: micro-batch {batch_id} finds no per-stream state of an earlier batch "
+                    f"in {SINK_STATE}/ of the checkpoint"
+                )
+                raise CorruptCheckpoint(finding, RESTORE, self.operator, self.state_name)
+            return None, {}
+        _, slot, rows = max(below)
+        fields = [f.split()[0].strip("`") for f in self.state_schema.split(",")]
+        key = SUMMARY_ROUTE, self.state_name
+        values = {(r["stream_id"], *key): tuple(r[f] for f in fields) for r in rows if r["present"]}
+        return slot, values
+
+    def _write(self, spark: Any, checkpoint: str, slot: int, batch_id: int, values: StoreValues) -> None:
+        """The state of every stream after ``batch_id`` into ``slot``, one Parquet file: written by
+        this process when the checkpoint is a local folder (no Spark job per micro-batch), else by
+        Spark. Readers find the same rows either way."""
+        width = len(self.state_schema.split(","))
+        rows = [(batch_id, False, None, *([None] * width))]  # the batch id, whatever the streams
+        rows += [(batch_id, True, key[0], *value) for key, value in sorted(values.items(), key=_stream_order)]
+        folder = self._folder(checkpoint, slot)
+        local = local_folder(folder)
+        if local is None:
+            frame = spark.createDataFrame(rows, schema=self._row_schema())
+            frame.coalesce(1).write.mode("overwrite").parquet(folder)
+            return
+        import pyarrow.parquet as pq
+
+        fields = [f.split() for f in self.state_schema.split(",")]
+        names = ["batch_id", "present", "stream_id", *(name.strip("`") for name, _ in fields)]
+        types = [pa.int64(), pa.bool_(), pa.string(), *(_ARROW_TYPES[kind] for _, kind in fields)]
+        table = pa.table([pa.array(list(c), t) for c, t in zip(zip(*rows), types)], names=names)
+        os.makedirs(local, exist_ok=True)
+        part = os.path.join(local, "part-0.parquet")
+        pq.write_table(table, part + ".tmp")
+        os.replace(part + ".tmp", part)  # a reader sees the old file or the new one, never half of one
+        for name in os.listdir(local):
+            if name != "part-0.parquet":  # what Spark wrote there before (a checkpoint moved folders)
+                os.remove(os.path.join(local, name))
+
+
+#: the Arrow type of each DDL type a SinkStep's state may use
+_ARROW_TYPES = {
+    "int": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(), "string": pa.string(),
+    "binary": pa.binary(), "double": pa.float64(),
+}  # fmt: skip
+
+
+def local_folder(path: str) -> str | None:
+    """``path`` as a folder of this machine when it names one (no scheme, or ``file:``), else None."""
+    if path.startswith("file:"):
+        return "/" + path[len("file:") :].lstrip("/")
+    return None if "://" in path or ":" in path.split("/")[0] else path
+
+
+def _stream_order(item: tuple[tuple[Any, ...], Any]) -> tuple[bool, str]:
+    sid = item[0][0]
+    return (sid is not None, "" if sid is None else str(sid))
 
 
 def processing_time(fields: Mapping[str, Any], name: str) -> Any:
@@ -486,14 +683,17 @@ __all__ = [
     "MemoryStore",
     "NULL_MASK",
     "ROUTE",
+    "SINK_STATE",
     "SUMMARY_ROUTE",
     "SecondStage",
+    "SinkStep",
     "WideStage",
     "block_of",
     "check_layout",
     "default_buckets",
     "flag_duplicate_seqs",
     "one_frame",
+    "one_stage",
     "pack_text",
     "processing_time",
     "restore_nulls",

@@ -1,0 +1,174 @@
+"""Keyed watermarks finished in the sink (``spark_impl.scaleout.SinkStep``): one stateful stage.
+
+``write_tables``, ``foreach_batch`` and the harness engine run the keyed operator's wide stage
+alone and its per-stream step (the global watermark, the counters, the progress rows) in the
+``foreachBatch`` function, with that step's state in two slots beside the checkpoint. The
+suites check its answers against the oracle through the engine, restarts included; these
+tests check what only a failure or an old checkpoint shows:
+
+- a query killed after the sink step wrote the state of a batch, and its tables, but before
+  Spark committed the batch: the batch runs again, reads the state of the batch before (the
+  other slot), and the sink ends with the oracle's rows, nothing twice (TR-17, F065-R24);
+- ``foreach_batch`` hands the function the rows ``output`` gives, the progress rows included;
+- a checkpoint of the two-stage plan (what ``write_tables`` ran before this release: the
+  per-stream state in a second stateful stage) is refused before the query starts, with the
+  operators' own error and what to do (Spark's own refusal names stateful operators only).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.faults import Kill, run_with_kills
+from harness.traces import Item, Trace
+from spark_impl.checkpoints import IncompatibleCheckpoint
+
+KEYED = "keyed_watermarks"
+
+
+def _trace(shift: int) -> Trace:
+    """Three batches over three keys with a clock move, late events and an idle key."""
+    e = lambda key, t: Item(kind="event", key=key, event_time=t + shift)  # noqa: E731
+    return Trace(
+        area=KEYED,
+        config={"bounded_delay": 10, "idle_timeout": 200},
+        batches=(
+            (e("a", 100), e("b", 50), e("c", 70)),
+            (e("a", 80), Item(kind="clock", time=300), e("b", 40), e("a", 130)),
+            (e("b", 300), e("c", 60), Item(kind="clock", time=600)),
+        ),
+    )
+
+
+@pytest.mark.clauses("TR-17", "F065-R24")
+def test_spark_a_batch_killed_after_its_sink_step_runs_again_from_the_state_before_it() -> None:
+    run = run_with_kills([_trace(0), _trace(1000)], [Kill(1, "after_sink")], keep=True)
+    try:
+        assert [str(k.kill) for k in run.kills] == ["after_sink of batch 1"], run.kills
+        assert not run.problems, "\n".join(str(p) for p in run.problems)
+        slots = sorted(p.name for p in (Path(run.workdir) / "checkpoint" / "sink_step").iterdir())
+        assert slots == ["slot=0", "slot=1"], slots  # the query ran the one-stage plan
+    finally:
+        shutil.rmtree(run.workdir, ignore_errors=True)
+
+
+def _source(spark: Any, work: Path, traces: list[Trace], end_batch: int) -> Any:
+    from spark_impl.engine import _rows_table
+    from spark_impl.trace_source import SOURCE_NAME, write_trace_file
+
+    path = work / "input.parquet"
+    if not path.exists():
+        write_trace_file(str(path), _rows_table({f"t{i:06d}": (i, t) for i, t in enumerate(traces)}))
+    return (
+        spark.readStream.format(SOURCE_NAME).option("path", str(path))
+        .option("num_batches", str(max(len(t.batches) for t in traces)))
+        .option("end_batch", str(end_batch)).load()
+    )  # fmt: skip
+
+
+def _streams(df: Any, traces: list[Trace]) -> Any:
+    from spark_impl.keyed_watermarks import engine_streams
+
+    return engine_streams(df, {f"t{i:06d}": dict(t.config) for i, t in enumerate(traces)})
+
+
+def _finished(query: Any) -> BaseException | None:
+    """The query's failure once it ended (classic Spark raises it from ``awaitTermination``)."""
+    try:
+        query.awaitTermination()
+    except Exception as error:  # noqa: BLE001 - StreamingQueryException, classic or Connect
+        return error
+    return query.exception()
+
+
+@pytest.mark.clauses("F065-R5", "F065-R22")
+def test_spark_foreach_batch_hands_on_the_rows_output_gives(tmp_path: Path) -> None:
+    from spark_impl.keyed_watermarks import OUTPUT_COLUMNS
+    from spark_impl.session import get_spark
+
+    spark, traces = get_spark(), [_trace(0)]
+    seen: list[Any] = []
+
+    def keep(rows: Any, batch_id: int) -> None:
+        assert list(rows.columns) == list(OUTPUT_COLUMNS)
+        seen.extend(tuple(r) for r in rows.collect())
+
+    once = {"availableNow": True}
+    streams = _streams(_source(spark, tmp_path, traces, 2), traces)
+    assert _finished(streams.foreach_batch(keep, str(tmp_path / "one"), trigger=once)) is None
+    query = streams.output.writeStream.format("parquet").option("path", str(tmp_path / "both"))
+    query = query.option("checkpointLocation", str(tmp_path / "both-checkpoint")).trigger(**once).start()
+    assert _finished(query) is None
+    both = [tuple(r) for r in spark.read.parquet(str(tmp_path / "both")).select(*OUTPUT_COLUMNS).collect()]
+    assert any(r[0] == "progress" for r in seen) and sorted(map(repr, seen)) == sorted(map(repr, both))
+
+
+@pytest.mark.clauses("TR-5")
+def test_spark_a_checkpoint_of_the_two_stage_plan_is_refused_by_write_tables(tmp_path: Path) -> None:
+    from spark_impl.common import write_batch_tables
+    from spark_impl.keyed_watermarks import TABLE_COLUMNS
+    from spark_impl.session import get_spark
+
+    spark, traces = get_spark(), [_trace(0)]
+    checkpoint, tables = str(tmp_path / "checkpoint"), {k: list(v) for k, v in TABLE_COLUMNS.items()}
+
+    def old_write_tables(batch: Any, batch_id: int) -> None:  # the previous release's write_tables
+        write_batch_tables(batch, batch_id, str(tmp_path / "old"), tables)
+
+    two_stages = _streams(_source(spark, tmp_path, traces, 0), traces).output
+    old = two_stages.writeStream.foreachBatch(old_write_tables).option("checkpointLocation", checkpoint)
+    old = old.trigger(availableNow=True)
+    assert _finished(old.start()) is None
+    again = _streams(_source(spark, tmp_path, traces, 2), traces)
+    with pytest.raises(IncompatibleCheckpoint, match="keeps the per-stream state in a second stateful stage"):
+        again.write_tables(str(tmp_path / "new"), checkpoint, trigger={"availableNow": True})
+
+
+@pytest.mark.clauses("TR-5")
+def test_spark_a_batch_that_finds_no_earlier_per_stream_state_is_refused(tmp_path: Path) -> None:
+    from spark_impl.session import get_spark
+
+    spark, traces = get_spark(), [_trace(0)]
+    checkpoint, once = str(tmp_path / "checkpoint"), {"availableNow": True}
+    first = _streams(_source(spark, tmp_path, traces, 1), traces)
+    assert _finished(first.write_tables(str(tmp_path / "out"), checkpoint, trigger=once)) is None
+    shutil.rmtree(tmp_path / "checkpoint" / "sink_step")  # damaged: the counters would restart at zero
+    again = _streams(_source(spark, tmp_path, traces, 2), traces)
+    error = _finished(again.write_tables(str(tmp_path / "out"), checkpoint, trigger=once))
+    assert error is not None and "micro-batch 2 finds no per-stream state of an earlier batch" in str(error)
+
+
+@pytest.mark.clauses("TR-5")
+def test_spark_a_slot_reads_the_same_whether_this_process_or_spark_wrote_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local checkpoint's slots are written without a Spark job, any other checkpoint's by
+    Spark: the next batch reads the same state from both (a null stream id included)."""
+    from spark_impl import scaleout
+    from spark_impl.keyed_watermarks import StreamState
+    from spark_impl.session import get_spark
+
+    spark, traces = get_spark(), [_trace(0)]
+    step = _streams(_source(spark, tmp_path, traces, 0), traces).sink_step
+    busy = StreamState(3, global_advances=4, evicted=1, key_advances=9)
+    values = {("s1", -1, "stream"): busy.to_tuple(), (None, -1, "stream"): StreamState(3).to_tuple()}
+    step._write(spark, str(tmp_path / "local"), 1, 7, values)
+    monkeypatch.setattr(scaleout, "local_folder", lambda path: None)
+    step._write(spark, str(tmp_path / "by-spark"), 1, 7, values)
+    for folder in ("local", "by-spark"):
+        slot, read = step._before(spark, 8, str(tmp_path / folder))
+        assert slot == 1 and {k: tuple(bytes(x) if isinstance(x, bytearray) else x for x in v)
+                              for k, v in read.items()} == values, folder  # fmt: skip
+
+
+def test_which_checkpoint_folders_count_as_local() -> None:
+    from spark_impl.scaleout import local_folder
+
+    assert local_folder("/tmp/c/sink_step") == "/tmp/c/sink_step"
+    assert local_folder("file:///tmp/c") == "/tmp/c" and local_folder("file:/tmp/c") == "/tmp/c"
+    assert local_folder("relative/c") == "relative/c"
+    assert local_folder("s3a://bucket/c") is None and local_folder("hdfs://nn:8020/c") is None
