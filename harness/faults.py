@@ -383,8 +383,14 @@ def compare_final(expected: Expected, sink: Path) -> dict[str, str]:
 # ---- the run ---------------------------------------------------------------------------------
 
 
+#: what PySpark puts in the environment of a process that runs Spark Connect
+CONNECT_MARKERS = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
+
+
 def _child_env(work: Path) -> dict[str, str]:
-    env = dict(os.environ)
+    # The child runs classic Spark: under Connect it would start a second local Connect server
+    # on the port the parent's holds, and a kill must reach the JVM that runs the query.
+    env = {k: v for k, v in os.environ.items() if k not in CONNECT_MARKERS}
     local = work / "local"
     local.mkdir(exist_ok=True)
     # A killed JVM leaves its scratch files behind: keep them in the work dir, which goes at the end.

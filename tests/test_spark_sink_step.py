@@ -91,20 +91,22 @@ def test_spark_foreach_batch_hands_on_the_rows_output_gives(tmp_path: Path) -> N
     from spark_impl.session import get_spark
 
     spark, traces = get_spark(), [_trace(0)]
-    seen: list[Any] = []
+    one = str(tmp_path / "one")
 
-    def keep(rows: Any, batch_id: int) -> None:
-        assert list(rows.columns) == list(OUTPUT_COLUMNS)
-        seen.extend(tuple(r) for r in rows.collect())
+    def keep(rows: Any, batch_id: int) -> None:  # under Spark Connect this runs in the server
+        rows.write.mode("overwrite").parquet(f"{one}/batch_id={batch_id}")
 
     once = {"availableNow": True}
     streams = _streams(_source(spark, tmp_path, traces, 2), traces)
-    assert _finished(streams.foreach_batch(keep, str(tmp_path / "one"), trigger=once)) is None
+    assert _finished(streams.foreach_batch(keep, str(tmp_path / "one-checkpoint"), trigger=once)) is None
     query = streams.output.writeStream.format("parquet").option("path", str(tmp_path / "both"))
     query = query.option("checkpointLocation", str(tmp_path / "both-checkpoint")).trigger(**once).start()
     assert _finished(query) is None
+    seen = spark.read.parquet(one)
+    assert seen.columns == [*OUTPUT_COLUMNS, "batch_id"]
+    rows = [tuple(r) for r in seen.select(*OUTPUT_COLUMNS).collect()]
     both = [tuple(r) for r in spark.read.parquet(str(tmp_path / "both")).select(*OUTPUT_COLUMNS).collect()]
-    assert any(r[0] == "progress" for r in seen) and sorted(map(repr, seen)) == sorted(map(repr, both))
+    assert any(r[0] == "progress" for r in rows) and sorted(map(repr, rows)) == sorted(map(repr, both))
 
 
 @pytest.mark.clauses("TR-5")
