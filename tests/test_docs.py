@@ -76,3 +76,48 @@ def test_relative_links_resolve(path: Path) -> None:
 def test_the_link_finder_sees_links() -> None:
     sample = "a [page](docs/x.md#part) and ![img](a.png) and [web](https://e.org) `[no](code.md)`"
     assert relative_links(sample) == ["docs/x.md", "a.png"]
+
+
+#: what the oracle-only run imports beyond the package's own dependencies: the test runner, its
+#: plugins, and Sphinx for the test above that builds the site
+RUN_NEEDS = ("pytest", "pytest-bdd", "hypothesis", "sphinx", "myst-parser", "furo")
+
+
+def test_the_quick_start_installs_what_the_oracle_run_imports() -> None:
+    """The README's quick start and docs/tutorial/running.md install the extras that hold every
+    distribution of RUN_NEEDS (pyproject.toml), so ``pytest --engine reference`` right after it
+    collects and passes every test, the site build included."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    holders = {
+        need: {name for name, deps in extras.items() if any(re.match(rf"{need}\b", d) for d in deps)}
+        for need in RUN_NEEDS
+    }
+    for page in (README, ROOT / "docs" / "tutorial" / "running.md"):
+        install = re.search(r"pip install -e '\.\[([a-z,]+)\]'", page.read_text(encoding="utf-8"))
+        assert install, f"{page.name}: no `pip install -e '.[...]'` line"
+        chosen = set(install.group(1).split(","))
+        missing = sorted(need for need, names in holders.items() if not names & chosen)
+        assert not missing, f"{page.name} installs {sorted(chosen)}, which leaves out {missing}"
+
+
+def test_the_committed_step_reference_is_the_one_the_step_library_makes() -> None:
+    """docs/reference/steps.md and guides/_generated/steps_<area>.md are generated from the step
+    library and committed, so they read without building the site: they must not be stale."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "step_reference", ROOT / "docs" / "_ext" / "step_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    stale = [
+        str(path.relative_to(ROOT))
+        for path, text in generator.pages(ROOT).items()
+        if not path.is_file() or path.read_text(encoding="utf-8") != text
+    ]
+    assert not stale, f"stale: {stale}; run `python docs/_ext/step_reference.py` and commit them"

@@ -9,8 +9,11 @@ any other source:
 * ``guides/_generated/steps_<area>.md``: the same entries for one area (the steps its feature
   file uses plus the steps its test module defines), included by that area's guide.
 
-Both are generated on every build and ignored by git (docs/.gitignore); nothing here is
-maintained by hand. The feature modules call ``pytest_bdd.scenarios`` at import, which needs a
+Both are committed, so they read on any code host without building the site, and nothing
+in them is maintained by hand: ``python docs/_ext/step_reference.py`` rewrites them, every
+build does too, and ``tests/test_docs.py`` fails when the committed ones are stale.
+
+The feature modules call ``pytest_bdd.scenarios`` at import, which needs a
 running pytest; the import below replaces it by a no-op for the time of the import only, so
 the modules register their steps exactly as under pytest and nothing else changes.
 """
@@ -345,16 +348,28 @@ def _write(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")  # unchanged pages keep their time: no rebuild
 
 
-def generate(app: Any) -> None:
-    srcdir = Path(app.srcdir)
-    root = srcdir.parent
+def pages(root: Path) -> dict[Path, str]:
+    """The generated pages of the project at ``root``: path (under docs/) -> text."""
     library = load_library(root)
     used = usage(library, root)
-    _write(srcdir / "reference" / "steps.md", full_page(library, used))
+    docs = root / "docs"
+    made = {docs / "reference" / "steps.md": full_page(library, used)}
     for area in AREAS:
-        _write(srcdir / "guides" / "_generated" / f"steps_{area}.md", area_fragment(library, used, area))
+        made[docs / "guides" / "_generated" / f"steps_{area}.md"] = area_fragment(library, used, area)
+    return made
+
+
+def generate(app: Any) -> None:
+    for path, text in pages(Path(app.srcdir).parent).items():
+        _write(path, text)
 
 
 def setup(app: Any) -> dict[str, Any]:
     app.connect("builder-inited", generate)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    for written, text in pages(Path(__file__).resolve().parents[2]).items():
+        _write(written, text)
+        print(written)
