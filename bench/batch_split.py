@@ -46,9 +46,9 @@ from collections.abc import Sequence
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROJECT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import measure  # noqa: E402 - bench/measure.py, the shared benchmark helpers
+import scaleout  # noqa: E402 - bench/scaleout.py: its session and subprocess environment
 
 RESULT = "@@split-result "
 ENGINES = ("ours-sink", "ours", "native")
@@ -81,23 +81,12 @@ def write_batches(folder: str, batches: int, events: int, keys: int, seed: int) 
 
 
 def child(spec: dict[str, Any]) -> None:
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
-
-    from spark_impl.session import get_spark
 
     work = spec["work"]
     log = os.path.join(work, "events")
     os.makedirs(log)
-    # Plain JSON lines in one file (Spark 4 compresses and rolls the log by default).
-    SparkSession.builder.master(spec["master"]).config(
-        "spark.sql.shuffle.partitions", str(spec["partitions"])
-    ).config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config(
-        "spark.eventLog.enabled", "true"
-    ).config("spark.eventLog.dir", "file://" + log).config("spark.eventLog.compress", "false").config(
-        "spark.eventLog.rolling.enabled", "false"
-    ).getOrCreate()
-    spark = get_spark(shuffle_partitions=spec["partitions"])
+    spark = scaleout.start_session(spec["master"], spec["partitions"], event_log=log)
     spark.sparkContext.setLogLevel("ERROR")
     source = os.path.join(work, "source")
     os.makedirs(source)
@@ -188,11 +177,7 @@ def stage_name(rdds: Sequence[dict[str, Any]]) -> str:
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("SPARK_REMOTE", None)  # the event log needs a classic session
-    env.pop("SPARK_ARROW_MAX_RECORDS_PER_BATCH", None)  # Spark's default chunking, as users run it
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env["PYTHONPATH"] = os.pathsep.join([PROJECT, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
+    env = scaleout.child_env()  # classic Spark (the event log needs it), Spark's default Arrow chunks
     log = os.path.join(spec["work"], "child.log")
     with open(log, "w") as err:
         done = subprocess.run(

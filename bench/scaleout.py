@@ -447,10 +447,11 @@ def start_session(master: str, partitions: int, event_log: str | None = None) ->
     """A classic session at ``master`` with the project's settings (spark_impl.session)."""
     from pyspark.sql import SparkSession
 
-    from spark_impl.session import get_spark
+    from spark_impl.session import configure, get_spark
 
     builder = (
-        SparkSession.builder.master(master)
+        configure(SparkSession.builder)
+        .master(master)
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

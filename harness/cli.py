@@ -386,10 +386,6 @@ def _shares_line(summary: dict[str, Any], engine: str) -> str:
     return f"clauses: {', '.join(parts) or 'none'}"
 
 
-def block_files(summary: dict[str, Any]) -> str:
-    return ", ".join(b["file"] for b in summary["expectations"]) or "no expectation file"
-
-
 # ---- expectation files --------------------------------------------------------------------------
 
 

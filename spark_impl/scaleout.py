@@ -299,6 +299,8 @@ class SinkStep:
         self.columns = tuple(columns)
         self.long_cols = tuple(long_cols)
         self.summary_columns = tuple(summary_columns)
+        # (name, DDL type) of each field of the per-stream value, in order
+        self.fields = [(f.split()[0].strip("`"), f.split()[1]) for f in state_schema.split(",")]
         self._cached: tuple[int, int, StoreValues] | None = None  # batch, slot, values
 
     def stream_columns(self) -> tuple[str, ...]:
@@ -388,17 +390,15 @@ class SinkStep:
                 raise CorruptCheckpoint(finding, RESTORE, self.operator, self.state_name)
             return None, {}
         _, slot, rows = max(below)
-        fields = [f.split()[0].strip("`") for f in self.state_schema.split(",")]
         key = SUMMARY_ROUTE, self.state_name
-        values = {(r["stream_id"], *key): tuple(r[f] for f in fields) for r in rows if r["present"]}
+        values = {(r["stream_id"], *key): tuple(r[f] for f, _ in self.fields) for r in rows if r["present"]}
         return slot, values
 
     def _write(self, spark: Any, checkpoint: str, slot: int, batch_id: int, values: StoreValues) -> None:
         """The state of every stream after ``batch_id`` into ``slot``, one Parquet file: written by
         this process when the checkpoint is a local folder (no Spark job per micro-batch), else by
         Spark. Readers find the same rows either way."""
-        width = len(self.state_schema.split(","))
-        rows = [(batch_id, False, None, *([None] * width))]  # the batch id, whatever the streams
+        rows = [(batch_id, False, None, *([None] * len(self.fields)))]  # the batch id, whatever the streams
         rows += [(batch_id, True, key[0], *value) for key, value in sorted(values.items(), key=_stream_order)]
         folder = self._folder(checkpoint, slot)
         local = local_folder(folder)
@@ -408,9 +408,8 @@ class SinkStep:
             return
         import pyarrow.parquet as pq
 
-        fields = [f.split() for f in self.state_schema.split(",")]
-        names = ["batch_id", "present", "stream_id", *(name.strip("`") for name, _ in fields)]
-        types = [pa.int64(), pa.bool_(), pa.string(), *(_ARROW_TYPES[kind] for _, kind in fields)]
+        names = ["batch_id", "present", "stream_id", *(name for name, _ in self.fields)]
+        types = [pa.int64(), pa.bool_(), pa.string(), *(_ARROW_TYPES[kind] for _, kind in self.fields)]
         table = pa.table([pa.array(list(c), t) for c, t in zip(zip(*rows), types)], names=names)
         os.makedirs(local, exist_ok=True)
         part = os.path.join(local, "part-0.parquet")
