@@ -888,14 +888,23 @@ class StepFailure:
     type: str  # given | when | then ("And" steps take the type before them)
     error: BaseException
     hint: str = ""
+    row_note: str = ""  # which expected row of the step's table the answer lacks
 
 
 _STEP_FAILURE = pytest.StashKey[StepFailure]()
 
 
 def _step_failure(request: Any, feature: Any, scenario: Any, step: Any, error: BaseException) -> StepFailure:
-    where = f"{_feature_path(request.config, feature)}:{step.line_number}"
-    return StepFailure(where, scenario.name, f"{step.keyword.strip()} {step.name}", step.type, error)
+    line, row_note = step.line_number, ""
+    row = getattr(error, "expected_row", None)  # set by harness.steps.assert_rows
+    table = getattr(step, "datatable", None)
+    if row is not None and table is not None and len(table.rows) == row[1] + 1:
+        # the first expected row the answer lacks, not the step above its table
+        line = table.rows[row[0] + 1].location.line
+        row_note = f", expected row {row[0] + 1} of {row[1]} not in the answer"
+    where = f"{_feature_path(request.config, feature)}:{line}"
+    text = f"{step.keyword.strip()} {step.name}"
+    return StepFailure(where, scenario.name, text, step.type, error, row_note=row_note)
 
 
 def pytest_bdd_step_error(request: Any, feature: Any, scenario: Any, step: Any, exception: Exception) -> None:
@@ -936,7 +945,8 @@ class StepErrorRepr:
     (a pytest longrepr: ``toterminal``, and ``reprcrash`` for the short summary and JUnit)."""
 
     def __init__(self, failure: StepFailure, message: str) -> None:
-        self.lines = [f'{failure.where}: scenario "{failure.scenario}", step "{failure.step}"']
+        step = f'step "{failure.step}"{failure.row_note}'
+        self.lines = [f'{failure.where}: scenario "{failure.scenario}", {step}']
         self.lines += message.splitlines() or [""]
         self.reprcrash = _CrashLine(failure.where, self.lines[1])
 

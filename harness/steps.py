@@ -716,13 +716,27 @@ def partition_assigned(
 # ---- Then: comparing tables -------------------------------------------------
 
 
-def _fail(message: str, state: ScenarioState | None) -> NoReturn:
+def _fail(message: str, state: ScenarioState | None, row: tuple[int, int] | None = None) -> NoReturn:
+    """Fails the step without a traceback. ``row``: (index, count) of the first expected row
+    the answer lacks, which the pytest plugin turns into that row's line of the feature file."""
     import pytest
 
     __tracebackhide__ = True
     if state is not None and state.area is not None and state.direct is None:
         message += f"\n\ntrace (engine {state.engine_name}):\n{state.trace().describe()}"
-    pytest.fail(message, pytrace=False)
+    failure = pytest.fail.Exception(message, pytrace=False)
+    failure.expected_row = row  # type: ignore[attr-defined]
+    raise failure
+
+
+def first_missing_row(expected: Sequence[Any], actual: Sequence[Any]) -> int | None:
+    """Index of the first expected row that the actual rows (as a multiset) do not hold."""
+    left = list(actual)
+    for i, row in enumerate(expected):
+        if row not in left:
+            return i
+        left.remove(row)
+    return None
 
 
 def side_by_side(
@@ -760,7 +774,12 @@ def assert_rows(
     where = ""
     if state is not None and state.batches:
         where = f" (engine {state.engine_name}, after batch {state.last_batch})"
-    _fail(f"{what}{where}: expected and actual differ\n{side_by_side(columns, expected, actual)}", state)
+    missing = first_missing_row(expected, actual)
+    _fail(
+        f"{what}{where}: expected and actual differ\n{side_by_side(columns, expected, actual)}",
+        state,
+        None if missing is None else (missing, len(expected)),
+    )
 
 
 def expect_table(

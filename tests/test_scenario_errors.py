@@ -3,7 +3,8 @@
 A step mistake (a column the table lacks, a step no definition matches, a cell that is not
 a number, a step of another area) is reported as the feature file's line, the scenario and
 the step, and the message, without pytest-bdd's traceback; a failing Then comparison keeps
-its side-by-side tables and gains the same first line. A clause tag that spec/ lacks stops
+its side-by-side tables and gains the same first line, with the line of the first expected
+row the answer lacks. A clause tag that spec/ lacks stops
 collection, naming its line and the nearest ids (TR-12).
 """
 
@@ -64,6 +65,27 @@ Feature: Mistakes a newcomer makes
   Scenario: A step with a bug
     Given keyed watermarks with a bounded delay of 5000 ms
     Then a step with a bug runs
+
+  Scenario: The second expected row is missing
+    Given keyed watermarks with a bounded delay of 5000 ms
+    When these events arrive in one batch:
+      | key | event_time |
+      | a   | 7000       |
+      | b   | 9000       |
+    Then the key watermarks are:
+      | key | watermark |
+      | a   | 2000      |
+      | b   | 4001      |
+
+  Scenario: The answer has a row more
+    Given keyed watermarks with a bounded delay of 5000 ms
+    When these events arrive in one batch:
+      | key | event_time |
+      | a   | 7000       |
+      | b   | 9000       |
+    Then the key watermarks are:
+      | key | watermark |
+      | a   | 2000      |
 """
 
 TEST_MODULE = """\
@@ -113,7 +135,7 @@ def assert_short(section: list[str], where: str, scenario: str, step: str) -> No
 
 
 def test_every_scenario_fails_on_its_mistake(run: pytest.RunResult) -> None:
-    run.assert_outcomes(failed=6)
+    run.assert_outcomes(failed=8)
 
 
 def test_a_column_the_table_lacks_names_its_line_in_two_lines(run: pytest.RunResult) -> None:
@@ -143,10 +165,28 @@ def test_a_step_of_another_area_names_its_line(run: pytest.RunResult) -> None:
     assert "belongs to area 'partitioned_watermarks'; this scenario is 'keyed_watermarks'" in section[1]
 
 
+def test_a_failing_comparison_points_at_the_first_expected_row_it_lacks(run: pytest.RunResult) -> None:
+    section = failure_section(run, "test_the_second_expected_row_is_missing")
+    assert section[0] == (
+        'features/errors.feature:57: scenario "The second expected row is missing", '
+        'step "Then the key watermarks are:", expected row 2 of 2 not in the answer'
+    )
+
+
+def test_a_failing_comparison_with_every_expected_row_found_points_at_its_step(run: pytest.RunResult) -> None:
+    section = failure_section(run, "test_the_answer_has_a_row_more")
+    assert section[0] == (
+        'features/errors.feature:65: scenario "The answer has a row more", '
+        'step "Then the key watermarks are:"'
+    )
+    assert "| b   | 4000      |" in "\n".join(section)
+
+
 def test_a_failing_comparison_keeps_its_tables_and_gains_its_line(run: pytest.RunResult) -> None:
     section = failure_section(run, "test_a_comparison_that_fails")
     assert section[0] == (
-        'features/errors.feature:40: scenario "A comparison that fails", step "Then the key watermarks are:"'
+        'features/errors.feature:42: scenario "A comparison that fails", '
+        'step "Then the key watermarks are:", expected row 1 of 1 not in the answer'
     )
     assert section[1] == (
         "Then the key watermarks are (engine 'reference', after batch 0): expected and actual differ"
