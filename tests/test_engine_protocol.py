@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent
 LATE_DATA_VECTORS = [str(ROOT / "vectors" / "features" / "late_data.jsonl"),
                      str(ROOT / "vectors" / "generated" / "late_data.jsonl")]  # fmt: skip
 FAKE_ENGINE = [sys.executable, str(Path(__file__).with_name("fake_engine.py"))]
+
+
+def documented_counts(command: str) -> str:
+    """The closing line's counts that docs/tutorial/your-engine.md shows for ``command``."""
+    text = (ROOT / "docs" / "tutorial" / "your-engine.md").read_text(encoding="utf-8")
+    found = re.search(rf"^{re.escape(command)}: (\d+ passed, .*)$", text, re.MULTILINE)
+    assert found, f"docs/tutorial/your-engine.md shows no closing line of {command!r}"
+    return found.group(1)
 
 
 def node() -> str:
@@ -64,6 +73,8 @@ def test_the_node_example_engine_passes_the_late_data_vectors(tmp_path: Path) ->
     )
     assert (failed, deviations, unexpected, passed + skipped) == (0, 0, 0, cases), summary
     assert passed >= 30 and skipped <= 8, summary
+    # the tutorial shows what a run prints
+    assert summary.split(": ", 1)[1] == documented_counts("node examples/late_data_engine.js")
     # the skipped cases' reason, grouped, on the console
     reasons = done.stdout.split("skipped, by reason:\n")[1].splitlines()[0].split(maxsplit=1)
     assert reasons[0] == str(skipped) and "unsupported by the engine" in reasons[1], reasons
@@ -86,6 +97,8 @@ def test_the_faulty_node_engine_is_caught_with_a_readable_diff(tmp_path: Path) -
     assert "expected: batch=1, seq=0, source=1, event_time=10000, watermark=10000, *verdict=on_time" in out
     assert "actual:   batch=1, seq=0, source=1, event_time=10000, watermark=10000, *verdict=dropped" in out
     assert "Traceback" not in out + done.stderr
+    counts = out.strip().splitlines()[-1].split(": ", 1)[1]
+    assert counts == documented_counts("node examples/late_data_engine.js --fault=boundary")
     text = report.read_text(encoding="utf-8")
     assert (
         f"**{case}** (failed)" in text
