@@ -41,6 +41,8 @@ until it is added.
 from __future__ import annotations
 
 import json
+import os
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -361,6 +363,17 @@ _LAYOUT, _INCOMPATIBLE, _CORRUPT, _JSON = "layout", "incompatible", "corrupt", "
 PROBLEM_SCHEMA = "operator_id long, variable string, kind string, stream string, detail string"
 
 
+def _no_local_state(spark: Any, checkpoint_location: str) -> bool:
+    """True when classic Spark's checkpoint is a local folder with no ``state`` folder in it (a
+    Connect server may see another file system than this client)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return False
+    parsed = urllib.parse.urlparse(checkpoint_location)
+    if parsed.scheme not in ("", "file"):
+        return False
+    return not os.path.isdir(os.path.join(parsed.path if parsed.scheme else checkpoint_location, "state"))
+
+
 def check_checkpoint(spark: Any, checkpoint_location: str, *, deep: bool = False) -> list[StageReport]:
     """Inspects ``checkpoint_location`` before a query starts on it: every stateful stage an
     operator of this release wrote must hold this release's layout version and one bucket
@@ -375,6 +388,8 @@ def check_checkpoint(spark: Any, checkpoint_location: str, *, deep: bool = False
     ``deep=True`` also decodes every value of the stages' MapStates (the blocks of keys, sessions
     or partitions: the bulk of the state), in a second job whose Python workers decode them and
     send back only the problems."""
+    if _no_local_state(spark, checkpoint_location):
+        return []  # a new checkpoint: Spark's reader would only warn that it holds no metadata
     try:
         stages = spark.read.format("state-metadata").load(checkpoint_location).collect()
     except Exception as error:  # noqa: BLE001 - Spark says why in many exception types

@@ -444,16 +444,17 @@ class OperatorStreams:
         micro-batch Spark replays after a failure overwrites its own folders, so nothing is
         written twice). ``trigger`` goes to ``DataStreamWriter.trigger`` (e.g.
         ``{"processingTime": "10 seconds"}``). Returns the StreamingQuery; read a table back
-        with ``spark.read.parquet(f"{path}/events")``. Raises ``IncompatibleCheckpoint`` or
-        ``CorruptCheckpoint`` (spark_impl.checkpoints) for a checkpoint this release cannot
-        continue from (see ``foreach_batch``)."""
+        with ``spark.read.parquet(f"{path}/events")``: the first micro-batch (batch 0) writes
+        every table, an empty one as its columns only, so each folder exists from then on.
+        Raises ``IncompatibleCheckpoint`` or ``CorruptCheckpoint`` (spark_impl.checkpoints) for
+        a checkpoint this release cannot continue from (see ``foreach_batch``)."""
         tables = {name: list(cols) for name, cols in self.table_columns.items()}
         base = path.rstrip("/")
 
         cached = self.sink_step is not None  # a SinkStep hands on rows of the batch it cached
 
         def write_batch(batch: Any, batch_id: int) -> None:
-            write_batch_tables(batch, batch_id, base, tables, cache=not cached)
+            write_batch_tables(batch, batch_id, base, tables, cache=not cached, every_table=batch_id == 0)
 
         return self.foreach_batch(write_batch, checkpoint_location, trigger=trigger)
 
@@ -465,10 +466,13 @@ def write_batch_tables(
     tables: Mapping[str, Sequence[str]],
     reached: Callable[[str, int], None] | None = None,
     cache: bool = True,
+    every_table: bool = False,
 ) -> None:
     """``write_tables``'s work for one micro-batch (the ``foreachBatch`` function): every table
-    present in ``batch`` (by its ``output`` column) to ``<path>/<table>/batch_id=<batch_id>``,
-    its ``tables[table]`` columns, overwriting what an earlier attempt of the same batch wrote.
+    present in ``batch`` (by its ``output`` column; with ``every_table``, every table of
+    ``tables``, an empty one as a file of its columns alone) to
+    ``<path>/<table>/batch_id=<batch_id>``, its ``tables[table]`` columns, overwriting what an
+    earlier attempt of the same batch wrote.
 
     The first action computes the batch, which commits the operators' state stores; the
     tables follow in name order. ``reached(point, batch_id)``, when given, is called at
@@ -485,7 +489,7 @@ def write_batch_tables(
         present = {r["output"] for r in batch.select("output").distinct().collect()}
         if reached:
             reached("after_state", batch_id)
-        for n, name in enumerate(sorted(present & set(tables))):
+        for n, name in enumerate(sorted(set(tables) if every_table else present & set(tables))):
             if reached and n:
                 reached("between_tables", batch_id)
             rows = batch.filter(F.col("output") == name).select(*tables[name])

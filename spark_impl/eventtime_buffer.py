@@ -154,7 +154,7 @@ from spark_impl.scaleout import (
     to_buckets,
     two_stages,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 2
 
@@ -987,7 +987,7 @@ def eventtime_buffer(
     from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, "eventtime_buffer")
+    prepare_session(df.sparkSession, "eventtime_buffer")
     warn_without_seq("eventtime_buffer", seq_col, "no order (equal event times leave in no defined order)")
     default_conf: dict[str, Any] = {
         "columns": list(fields), "eventtime_enabled": eventtime_enabled,

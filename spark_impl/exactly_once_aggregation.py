@@ -139,7 +139,7 @@ from spark_impl.scaleout import (
     one_frame,
     restore_nulls,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 1
 OPERATOR = "exactly_once_aggregation"
@@ -849,7 +849,7 @@ def exactly_once_aggregation(
     )
     buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, OPERATOR)
+    prepare_session(df.sparkSession, OPERATOR)
     check_columns(
         fields,
         {"producer_col": producer_col, "partition_col": partition_col, "sequence_col": sequence_col,

@@ -242,7 +242,7 @@ from spark_impl.scaleout import (
     unpack_text,
     with_ticks,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 4  # 4: the ended flag and each block's open-window count (F065-R38)
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
@@ -1855,7 +1855,7 @@ def keyed_watermarks(
     buckets = default_buckets(df.sparkSession) if buckets is None else _require_int("buckets", buckets, 1)
     block_keys = _require_int("block_keys", block_keys, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, "keyed_watermarks")
+    prepare_session(df.sparkSession, "keyed_watermarks")
     if kind_col is None and processing_time_col is None:
         warn_once(
             "keyed_watermarks: no clock rows (kind_col) and no processing_time_col, so the processing clock "

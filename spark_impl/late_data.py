@@ -130,7 +130,7 @@ from spark_impl.scaleout import (
     restore_nulls,
     two_stages,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 2
 POLICIES = ("Drop", "Reassign", "SideOutput")
@@ -701,7 +701,7 @@ def late_data(
     )
     buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, "late_data")
+    prepare_session(df.sparkSession, "late_data")
     check_columns(
         fields,
         {"event_time_col": event_time_col, "source_col": source_col, "kind_col": kind_col,

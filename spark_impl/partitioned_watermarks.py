@@ -177,7 +177,7 @@ from spark_impl.scaleout import (
     two_stages,
     with_ticks,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 2
 DEFAULT_BLOCK_PARTITIONS = 128
@@ -1227,7 +1227,7 @@ def partitioned_watermarks(
     buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     block_partitions = require_int("block_partitions", block_partitions, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, "partitioned_watermarks")
+    prepare_session(df.sparkSession, "partitioned_watermarks")
     if kind_col is None and processing_time_col is None:
         warn_once(
             "partitioned_watermarks: no clock rows (kind_col) and no processing_time_col, so the "

@@ -200,6 +200,22 @@ def check_session(spark: Any, operator: str) -> None:
         )
 
 
+# Spark's state server logs this at WARN each time a new group reads its empty ValueState, which
+# the operators do on purpose (one call, no exists()); a user's console would fill with it
+STATE_SERVER_LOGGER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
+
+
+def prepare_session(spark: Any, operator: str) -> None:
+    """``check_session``, then (classic Spark) the state server's per-group WARN lines about an
+    empty ValueState silenced in this JVM, which in local mode also hosts the executors; its
+    errors still show. A cluster's executors log to their own files."""
+    check_session(spark, operator)
+    if not _is_connect(spark):
+        jvm = spark.sparkContext._jvm
+        log4j = jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setLevel(STATE_SERVER_LOGGER, log4j.Level.ERROR)
+
+
 def _is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 

@@ -159,7 +159,7 @@ from spark_impl.scaleout import (
     two_stages,
     unpack_text,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 2
 STRATEGIES = ("OnWindowClose", "Final")
@@ -883,7 +883,7 @@ def session_windows(
         chunk_rows = CHUNK_ROWS_PER_BUCKET * buckets
     chunk_rows = require_int("chunk_rows", chunk_rows, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, "session_windows")
+    prepare_session(df.sparkSession, "session_windows")
     warn_without_seq("session_windows", seq_col, "event-time order, ties by key")
     check_columns(
         fields,

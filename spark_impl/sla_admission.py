@@ -154,7 +154,7 @@ from spark_impl.scaleout import (
     to_buckets,
     two_stages,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 1
 NANO = 10**9  # nano-tokens per token (OXS-R3)
@@ -914,7 +914,7 @@ def sla_admission(
     default, per_stream = stream_settings(validate_config, settings, stream_configs)
     buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, "sla_admission")
+    prepare_session(df.sparkSession, "sla_admission")
     if kind_col is not None:
         if now_col is not None or load_col is not None:
             raise InvalidConfig("kind_col takes the time from clock rows and the load from load rows: "

@@ -138,7 +138,7 @@ from spark_impl.scaleout import (
     to_buckets,
     two_stages,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 2
 CONFIG_KEYS = ("nodes", "edges", "advance_threshold", "max_out_of_order_ms")
@@ -721,7 +721,7 @@ def watermark_propagation(
         raise InvalidConfig("give event_time_col, watermark_col or both")
     buckets = default_buckets(df.sparkSession) if buckets is None else require_int("buckets", buckets, 1)
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, "watermark_propagation")
+    prepare_session(df.sparkSession, "watermark_propagation")
     warn_without_seq("watermark_propagation", seq_col, "time order, ties by node")
     check_columns(
         fields,

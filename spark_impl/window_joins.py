@@ -117,7 +117,7 @@ from spark_impl.scaleout import (
     two_stages,
     unpack_text,
 )
-from spark_impl.session import check_session
+from spark_impl.session import prepare_session
 
 LAYOUT_VERSION = 1
 OPERATOR = "window_joins"
@@ -965,7 +965,7 @@ def window_join_rows(
         allowed_lateness_ms=allowed_lateness_ms,
     )
     fields = {f.name: f.dataType for f in df.schema.fields}
-    check_session(df.sparkSession, OPERATOR)
+    prepare_session(df.sparkSession, OPERATOR)
     # every column of a wrong type is named before the settings are looked at, as in every operator
     check_columns(
         fields,
