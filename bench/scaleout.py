@@ -532,15 +532,18 @@ def run_to_end(df: Any, mode: str, checkpoint: str, out: str | None = None) -> A
     return query
 
 
-def progress_only(kw: Any) -> Any:
+def progress_and_metrics(kw: Any) -> Any:
+    """The operator's rows of its progress table and, where it has one, its metrics table."""
     from pyspark.sql import functions as F
 
-    return kw.output.filter(F.col("output") == "progress")
+    return kw.output.filter(F.col("output").isin("progress", "metrics"))
 
 
 def call_counts(rows: Any, batches: Sequence[int] | None = None) -> dict[str, float] | None:
-    """Per-batch medians of ``python_calls`` and ``state_calls`` (None when the operator lacks them)."""
-    if "python_calls" not in rows.columns or "state_calls" not in rows.columns:
+    """Per-batch medians of the metrics table's ``python_calls`` and ``state_calls`` (None when
+    the operator has no metrics table)."""
+    rows = rows[rows["output"] == "metrics"]
+    if rows.empty:
         return None
     if batches is not None:
         rows = rows[rows["batch"].isin(list(batches))]
@@ -681,7 +684,7 @@ def child_shape(spec: dict[str, Any]) -> None:
     spark = start_session("local[2]", spec["shuffle_partitions"], log_dir)
     kw = ours(source(spark, path, spec), spec)
     out = os.path.join(work, "shape-progress")
-    q_ours = run_to_end(progress_only(kw), "append", os.path.join(work, "ck-shape-ours"), out)
+    q_ours = run_to_end(progress_and_metrics(kw), "append", os.path.join(work, "ck-shape-ours"), out)
     calls = call_counts(spark.read.parquet(out).toPandas())
     # The parquet sink names its files part-<partition>-...: the tasks that wrote progress rows.
     writers = sorted({int(f.split("-")[1]) for f in os.listdir(out) if f.startswith("part-")})
@@ -734,7 +737,7 @@ def child_state(spec: dict[str, Any]) -> None:
     for level in spec["levels"]:
         kw = ours(source(spark, spec["path"], spec, level["end_batch"]), spec, clock=spec["clock"])
         started = time.perf_counter()
-        query = run_to_end(progress_only(kw), "append", checkpoint, out)
+        query = run_to_end(progress_and_metrics(kw), "append", checkpoint, out)
         wall = time.perf_counter() - started
         by_batch = {trace_batch(p): p for p in query.recentProgress if p.numInputRows > 0}
         touch = [by_batch[b] for b in level["touch_batches"] if b in by_batch]

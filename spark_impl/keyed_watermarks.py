@@ -52,9 +52,10 @@ DataFrames are projections of it:
 - ``kw.late``: the events with verdict ``late``.
 - ``kw.progress``: one row per stream and micro-batch with the global
   watermark, the gauges and the cumulative counters (F065-R5..R8, R19),
-  ``estimated_keys`` (F065-R34, compact streams only), and the operator's
-  own cost in that micro-batch: ``python_calls`` (the Python groups of both
-  stages) and ``state_calls`` (state store round trips).
+  ``estimated_keys`` (F065-R34, compact streams only).
+- ``kw.metrics``: one row per stream and micro-batch with the operator's own
+  cost in it, which no spec clause decides: ``python_calls`` (the Python
+  groups of both stages) and ``state_calls`` (state store round trips).
 - ``kw.keys``: per micro-batch, the keys whose (watermark, state) changed
   (state active | idle | removed, or sketched: demoted, R35) (F065-R22).
 - ``kw.windows``: fired keyed tumbling windows (F065-R21).
@@ -297,8 +298,9 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "events": ("stream_id", "batch", "seq", "key", "event_time", "key_watermark", "verdict"),
     "progress": (
         "stream_id", "batch", "global_watermark", "total_keys", "active_keys", "idle_keys",
-        "evicted_keys", "global_advances", "key_advances", "estimated_keys", "python_calls", "state_calls",
+        "evicted_keys", "global_advances", "key_advances", "estimated_keys",
     ),
+    "metrics": ("stream_id", "batch", "python_calls", "state_calls"),
     "keys": ("stream_id", "batch", "key", "watermark", "state"),
     "windows": ("stream_id", "batch", "key", "window_start", "window_end", "count", "sum"),
     "errors": ("stream_id", "batch", "seq", "reason"),
@@ -1761,6 +1763,9 @@ def summarise_batch(
         total_keys=total, active_keys=total - idle, idle_keys=idle, evicted_keys=st.evicted,
         global_advances=st.global_advances, key_advances=st.key_advances,
         estimated_keys=(np.array([estimated]), np.array([not compact])),
+    )  # fmt: skip
+    out.add(
+        "metrics", 1, batch=b,
         python_calls=int(rows["s_python_calls"].sum()) + 1, state_calls=int(rows["s_state_calls"].sum()) + 2,
     )  # fmt: skip
 
@@ -1779,6 +1784,7 @@ class KeyedWatermarkStreams(OperatorStreams):
     keys: Any
     windows: Any
     errors: Any
+    metrics: Any
     sink_rows: Any = None
     sink_step: Any = None
 
@@ -2012,8 +2018,11 @@ def engine_streams(
 
 
 def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
-    """``engine_streams``'s combined stream with both stages (``output``)."""
-    return engine_streams(df, stream_configs, seq_unique).output
+    """``engine_streams``'s combined stream with both stages (``output``), the spec's tables only
+    (the metrics table is the operator's own)."""
+    from pyspark.sql import functions as F
+
+    return engine_streams(df, stream_configs, seq_unique).output.filter(F.col("output") != "metrics")
 
 
 ENGINE_BUCKETS = 3

@@ -9,7 +9,8 @@ tests check what only a failure or an old checkpoint shows:
 - a query killed after the sink step wrote the state of a batch, and its tables, but before
   Spark committed the batch: the batch runs again, reads the state of the batch before (the
   other slot), and the sink ends with the oracle's rows, nothing twice (TR-17, F065-R24);
-- ``foreach_batch`` hands the function the rows ``output`` gives, the progress rows included;
+- ``foreach_batch`` hands the function the rows ``output`` gives, the progress rows included,
+  and the operator's cost per stream and batch in its own ``metrics`` table;
 - a checkpoint of the two-stage plan (what ``write_tables`` ran before this release: the
   per-stream state in a second stateful stage) is refused before the query starts, with the
   operators' own error and what to do (Spark's own refusal names stateful operators only).
@@ -107,6 +108,12 @@ def test_spark_foreach_batch_hands_on_the_rows_output_gives(tmp_path: Path) -> N
     rows = [tuple(r) for r in seen.select(*OUTPUT_COLUMNS).collect()]
     both = [tuple(r) for r in spark.read.parquet(str(tmp_path / "both")).select(*OUTPUT_COLUMNS).collect()]
     assert any(r[0] == "progress" for r in rows) and sorted(map(repr, rows)) == sorted(map(repr, both))
+    # the operator's own cost in a table of its own, one row per stream and batch; none in progress
+    named = [dict(zip(OUTPUT_COLUMNS, r, strict=True)) for r in rows]
+    metrics = [r for r in named if r["output"] == "metrics"]
+    assert sorted(r["batch"] for r in metrics) == [0, 1, 2], metrics
+    assert all(r["python_calls"] >= 1 and r["state_calls"] >= 1 for r in metrics), metrics
+    assert all(r["python_calls"] is None for r in named if r["output"] == "progress")
 
 
 @pytest.mark.clauses("TR-5")
