@@ -53,7 +53,7 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -301,11 +301,15 @@ class EngineHandle:
         assert self._engine is not None
         return self._engine
 
-    def output(self, trace: Trace) -> Output | Exception:
-        """Output of one trace: from the session pre-run, or run alone on a miss."""
+    def prepare(self) -> None:
+        """The session's pre-run of this engine, once, before its first answer."""
         if not self.prepared:
             self.prepared = True
             self.runs.prerun(self)
+
+    def output(self, trace: Trace) -> Output | Exception:
+        """Output of one trace: from the session pre-run, or run alone on a miss."""
+        self.prepare()
         return self.run([trace])[0]
 
     def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
@@ -325,6 +329,38 @@ class EngineHandle:
             results = run_canonical(engine, list(missing.values()))
             self.cache.update(zip(missing.keys(), results, strict=True))
         return [self.cache[k] for k in keys]
+
+
+@dataclass
+class PrerunEngine:
+    """An engine that answers from the session's pre-run (then from its cache, then by running
+    what is missing): what a test that asks for traces it registered under ``PRERUN_TRACES``
+    is given, so those traces share the scenarios' engine.run call."""
+
+    handle: EngineHandle
+
+    @property
+    def name(self) -> str:
+        return self.handle.engine().name
+
+    @property
+    def areas(self) -> frozenset[str]:
+        return self.handle.engine().areas
+
+    def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
+        self.handle.prepare()
+        return self.handle.run(traces)
+
+
+# On a test item: the traces it will ask its engine for (a differential test's generated ones).
+# The pre-run sends them with the scenarios' in one engine.run call, so each area's query runs
+# its micro-batches once for both.
+PRERUN_TRACES = pytest.StashKey[Callable[[], Sequence[Trace]]]()
+
+
+def prerun_engine(config: pytest.Config, engine_id: str) -> PrerunEngine:
+    """The engine ``engine_id`` of this session, answering from its pre-run."""
+    return PrerunEngine(config.stash[_RUNS].handle(engine_id))
 
 
 class EngineRuns:
@@ -371,8 +407,15 @@ class EngineRuns:
         )
 
     def prerun(self, handle: EngineHandle) -> None:
-        """Collects the traces of every selected scenario of this engine and runs them once."""
+        """Collects the traces of every selected scenario of this engine, and those the selected
+        tests registered (``PRERUN_TRACES``), and runs them once."""
         traces, skipped = scenario_traces(self.items, handle.id)
+        scenarios = len(traces)
+        for item in self.items:
+            registered = item.stash.get(PRERUN_TRACES, None)
+            if registered is not None and _engine_of(item) == handle.id:
+                for t in registered():
+                    traces.setdefault(t.dumps(), t)
         if not traces:
             return
         engine = handle.engine()
@@ -389,8 +432,8 @@ class EngineRuns:
         where = getattr(engine, "description", "")  # e.g. classic Spark or Spark Connect
         label = f"{handle.id} ({where})" if where else handle.id
         self.prerun_notes.append(
-            f"{label}: {len(todo)} scenario traces in one engine.run call, "
-            f"{time.monotonic() - started:.1f} s"
+            f"{label}: {len(todo)} traces ({scenarios} of scenarios, {len(traces) - scenarios} registered "
+            f"by tests) in one engine.run call, {time.monotonic() - started:.1f} s"
             + (f" ({skipped} scenarios could not be replayed)" if skipped else "")
         )
 

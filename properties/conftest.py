@@ -5,17 +5,24 @@
 * ``engine_under_test``: every engine chosen with ``--engine`` (option of
   harness.pytest_plugin) except the reference, which the differential tests
   compare it with. With the reference alone there is nothing to compare, and
-  those tests are deselected rather than skipped.
+  those tests are deselected rather than skipped. It answers from the session's
+  pre-run: each selected differential test registers its generated traces
+  (``PRERUN_TRACES``), so they go to the engine in the same engine.run call as
+  the scenarios' and each area's query runs its micro-batches once for both.
 """
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from harness.engine import Engine, load_engine
+from harness.engine import Engine
 from harness.hypothesis_profiles import load_profile
-from harness.pytest_plugin import ORACLE_ENGINE, chosen_engines
+from harness.pytest_plugin import ORACLE_ENGINE, PRERUN_TRACES, chosen_engines, prerun_engine
+from harness.replay import replaying
 from properties.generator_coverage import start_background_count, stop_background_count
+from properties.strategies import differential_traces
 
 load_profile()
 
@@ -35,6 +42,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if idle:
         items[:] = [i for i in items if i not in idle]
         config.hook.pytest_deselected(items=idle)
+    if replaying() is not None:
+        return  # --replay: the differential tests run the file's traces instead
+    for item in items:
+        parts = getattr(getattr(item, "module", None), "DIFFERENTIAL", None)
+        if getattr(item, "originalname", "") == DIFFERENTIAL_TEST and parts is not None:
+            item.stash[PRERUN_TRACES] = functools.partial(differential_traces, tuple(parts))
+
+
+# Each area's differential test: check_generated(engine_under_test, *DIFFERENTIAL) of its module.
+DIFFERENTIAL_TEST = "test_engine_agrees_with_the_oracle"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -52,12 +69,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     stop_background_count()  # a run stopped early (-x, Ctrl-C) leaves no drawing process behind
 
 
-_ENGINES: dict[str, Engine] = {}
-
-
 @pytest.fixture
 def engine_under_test(request: pytest.FixtureRequest) -> Engine:
-    name = request.param
-    if name not in _ENGINES:
-        _ENGINES[name] = load_engine(name)
-    return _ENGINES[name]
+    return prerun_engine(request.config, request.param)
