@@ -141,6 +141,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "feature_tag(name): a Gherkin tag, neither a clause nor oracle-only")
     config.addinivalue_line(
         "markers",
+        "prerun_traces(function): function() gives traces the test will ask its engine for; the "
+        "session's pre-run sends them with the scenarios' (PRERUN_TRACES)",
+    )
+    config.addinivalue_line(
+        "markers",
         "spark_only: a test of the Spark implementation (as a test_spark_* name), run when spark is chosen",
     )
     engines = list(dict.fromkeys(config.getoption("engines") or DEFAULT_ENGINES))

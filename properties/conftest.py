@@ -7,8 +7,10 @@
   compare it with. With the reference alone there is nothing to compare, and
   those tests are deselected rather than skipped. It answers from the session's
   pre-run: each selected differential test registers its generated traces
-  (``PRERUN_TRACES``), so they go to the engine in the same engine.run call as
-  the scenarios' and each area's query runs its micro-batches once for both.
+  (``PRERUN_TRACES``; another test names a function giving its traces with
+  ``@pytest.mark.prerun_traces``), so they go to the engine in the same
+  engine.run call as the scenarios' and each area's query runs its
+  micro-batches once for both.
 """
 
 from __future__ import annotations
@@ -46,8 +48,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return  # --replay: the differential tests run the file's traces instead
     for item in items:
         parts = getattr(getattr(item, "module", None), "DIFFERENTIAL", None)
+        marker = item.get_closest_marker("prerun_traces")
         if getattr(item, "originalname", "") == DIFFERENTIAL_TEST and parts is not None:
             item.stash[PRERUN_TRACES] = functools.partial(differential_traces, tuple(parts))
+        elif marker is not None:
+            item.stash[PRERUN_TRACES] = marker.args[0]
 
 
 # Each area's differential test: check_generated(engine_under_test, *DIFFERENTIAL) of its module.

@@ -398,12 +398,19 @@ def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
 RESTART_TRACES = 24
 
 
+def restart_traces() -> list[Any]:
+    """The generated traces of the restart test, each with a restart (the same on every call)."""
+    strategy = with_end(session_window_traces(min_restarts=1, max_batches=4))
+    return generate(strategy, RESTART_TRACES, run_seed() + 1)
+
+
+# the restarted traces join the session's pre-run; their uninterrupted twins run on their own
+@pytest.mark.prerun_traces.with_args(restart_traces)  # with_args: the one argument is a function
 @pytest.mark.clauses("F017E-R14", "F017E-R15", "F017E-R16", "F017E-R17")
 def test_restarts_change_nothing_on_the_engine(engine_under_test: Any) -> None:
     """At least 20 generated traces, each with a restart: the engine's output equals its own
     uninterrupted run and the oracle's (no session lost, none emitted twice)."""
-    restart_traces = with_end(session_window_traces(min_restarts=1, max_batches=4))
-    traces = generate(restart_traces, RESTART_TRACES, run_seed() + 1)
+    traces = restart_traces()
     assert len(traces) >= 20 and all(t.restart_after for t in traces)
     restarted = run_canonical(engine_under_test, traces)
     plain = [replace(t, restart_after=frozenset()) for t in traces]
