@@ -418,9 +418,14 @@ class EngineRuns:
         scenarios = len(traces)
         for item in self.items:
             registered = item.stash.get(PRERUN_TRACES, None)
-            if registered is not None and _engine_of(item) == handle.id:
-                for t in registered():
-                    traces.setdefault(t.dumps(), t)
+            if registered is None or _engine_of(item) != handle.id:
+                continue
+            try:
+                generated = registered()
+            except Exception:  # noqa: BLE001 - the test itself meets the error and reports it
+                continue
+            for t in generated:
+                traces.setdefault(t.dumps(), t)
         if not traces:
             return
         engine = handle.engine()
