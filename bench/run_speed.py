@@ -72,10 +72,10 @@ def scenario_traces() -> list[Any]:
 
 def differential_traces(area: str) -> list[Any]:
     from harness.hypothesis_profiles import load_profile
-    from properties.strategies import differential_traces as drawn
+    from strategies.common import differential_traces as drawn
 
     load_profile()
-    return drawn(importlib.import_module(f"properties.{area}_strategies").DIFFERENTIAL)
+    return drawn(importlib.import_module(f"strategies.{area}").DIFFERENTIAL)
 
 
 def workload_traces(workload: str) -> list[Any]:

@@ -26,13 +26,13 @@ from harness.steps import (
     project,
     side_by_side,
 )
-from properties.eventtime_buffer_strategies import emitted_order
 from reference.eventtime_buffer import (
     DuplicateEventtimeType,
     EventtimeParseError,
     EventtimeTypeRegistry,
     UnknownEventtimeType,
 )
+from strategies.eventtime_buffer import emitted_order
 
 scenarios("eventtime_buffer.feature")
 

@@ -130,7 +130,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         count = COMMITTED_GENERATED if args.generated is None else args.generated
         seed = COMMITTED_SEED if args.seed is None else args.seed
         cases = (feature_vectors(project, areas) if args.features else []) + generated_vectors(
-            project, areas, count, seed
+            areas, count, seed
         )
         header = {"origin": f"{PROG} export", "seed": seed, "traces": count}
         if out.suffix in (JSONL_SUFFIX, *ARROW_SUFFIXES):
@@ -473,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
         "2 bad input, 3 the engine could not be started",
     )
     parser.add_argument(
-        "--project", default=".", help="the checkout (spec/, features/, properties/); default: ."
+        "--project", default=".", help="the checkout (spec/, features/); default: ."
     )
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 

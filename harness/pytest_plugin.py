@@ -1211,7 +1211,7 @@ def _tag_problems(config: pytest.Config) -> list[str]:
 
 def _generator_coverage() -> dict[str, Any]:
     """What properties/test_generator_coverage.py counted in this run (nothing if it did not run)."""
-    counted = sys.modules.get("properties.generator_coverage")
+    counted = sys.modules.get("strategies.generator_coverage")
     if counted is None:
         return {}
     return {
@@ -1291,7 +1291,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.write_line(f"    scenario: {name}")
         for name in r["properties"]:
             tr.write_line(f"    property: {name}")
-    counted = sys.modules.get("properties.generator_coverage")
+    counted = sys.modules.get("strategies.generator_coverage")
     if counted is not None and counted.RECORDED:
         tr.write_line("")
         tr.write_line(

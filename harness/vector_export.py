@@ -4,12 +4,14 @@ Scenarios: every scenario of ``features/<area>.feature`` that a stream can say
 (not ``@oracle-only``, not an object-API scenario) gives one case per distinct
 trace its Then steps look at, built by the same step library the suites use;
 the case's clauses are the scenario's tags. Generated: the area's differential
-mix (``properties/<area>_strategies.py`` ``DIFFERENTIAL``) drawn with a seed,
+mix (``strategies/<area>.py`` ``DIFFERENTIAL``) drawn with a seed,
 as the differential tests draw it; a case's clauses are those of the cases it
 reaches (``CASES``). The expected output of every case is the oracle's.
 
-Exporting reads the project's ``features/`` and ``properties/`` folders, so it
-runs from a checkout (``--project``, default the current folder).
+Exporting scenarios reads the project's ``features/`` folder, so it runs from a
+checkout (``--project``, default the current folder). Generated traces come from the
+installed ``strategies`` package, which needs Hypothesis (the ``generate`` extra), so the
+tool-only install exports them anywhere.
 """
 
 from __future__ import annotations
@@ -182,41 +184,42 @@ def clauses_in(text: str) -> list[str]:
     return found
 
 
-def generated_vectors(root: Path, areas: Sequence[str], count: int, seed: int) -> list[Vector]:
+def generated_vectors(areas: Sequence[str], count: int, seed: int) -> list[Vector]:
     """``count`` traces per area from its differential mix and ``seed`` (spec/traces.md TR-13)."""
     if count <= 0:
         return []
-    if not (root / "properties").is_dir():
+    try:
+        # the trace generators (strategies/) need Hypothesis: the `generate` extra
+        from harness.hypothesis_profiles import load_profile
+        from strategies.common import differential_traces
+    except ImportError as error:
         raise ExportError(
-            f"{root / 'properties'}: no properties folder; export from a checkout (--project DIR)"
-        )
-    from harness.hypothesis_profiles import load_profile
+            f"generated vectors need Hypothesis ({error}): pip install hypothesis, "
+            "or install the tool with its `generate` extra"
+        ) from error
 
     load_profile()  # the same draws whatever was imported before (no local constants)
     vectors: list[Vector] = []
-    with _project_on_path(root):
-        # by name: the properties folder belongs to the checkout, not to the installed package
-        strategies = importlib.import_module("properties.strategies")
-        for area in areas:
-            module = importlib.import_module(f"properties.{area}_strategies")
-            traces = strategies.differential_traces(module.DIFFERENTIAL, count, seed)
-            expected = expected_output(traces)
-            for i, (trace, answer) in enumerate(zip(traces, expected, strict=True)):
-                reached = module.cases_reached(trace, _as_result(answer))
-                clauses = {c for case in reached for c in clauses_in(module.CASES[case])}
-                case_id = f"{area}/generated/seed-{seed}/{i}"
-                origin = f"generated: properties/{area}_strategies.py DIFFERENTIAL, seed {seed}, trace {i}"
-                note = "reaches: " + ", ".join(sorted(reached)) if reached else ""
-                vectors.append(
-                    Vector(
-                        case_id,
-                        replace(trace, name=case_id),
-                        answer,
-                        tuple(sorted(clauses, key=clause_sort_key)),
-                        origin,
-                        note,
-                    )
+    for area in areas:
+        module = importlib.import_module(f"strategies.{area}")
+        traces = differential_traces(module.DIFFERENTIAL, count, seed)
+        expected = expected_output(traces)
+        for i, (trace, answer) in enumerate(zip(traces, expected, strict=True)):
+            reached = module.cases_reached(trace, _as_result(answer))
+            clauses = {c for case in reached for c in clauses_in(module.CASES[case])}
+            case_id = f"{area}/generated/seed-{seed}/{i}"
+            origin = f"generated: strategies/{area}.py DIFFERENTIAL, seed {seed}, trace {i}"
+            note = "reaches: " + ", ".join(sorted(reached)) if reached else ""
+            vectors.append(
+                Vector(
+                    case_id,
+                    replace(trace, name=case_id),
+                    answer,
+                    tuple(sorted(clauses, key=clause_sort_key)),
+                    origin,
+                    note,
                 )
+            )
     return vectors
 
 
@@ -235,7 +238,7 @@ def committed_files(root: Path) -> dict[str, tuple[list[Vector], dict[str, Any]]
     the scenarios, one per area from ``COMMITTED_GENERATED`` generated traces of seed 0."""
     files: dict[str, tuple[list[Vector], dict[str, Any]]] = {}
     scenario_cases = feature_vectors(root)
-    generated = generated_vectors(root, AREAS, COMMITTED_GENERATED, COMMITTED_SEED)
+    generated = generated_vectors(AREAS, COMMITTED_GENERATED, COMMITTED_SEED)
     for area in AREAS:
         mine = [v for v in scenario_cases if v.area == area]
         if mine:
@@ -243,7 +246,7 @@ def committed_files(root: Path) -> dict[str, tuple[list[Vector], dict[str, Any]]
         files[f"generated/{area}.jsonl"] = (
             [v for v in generated if v.area == area],
             {
-                "origin": f"properties/{area}_strategies.py",
+                "origin": f"strategies/{area}.py",
                 "seed": COMMITTED_SEED,
                 "traces": COMMITTED_GENERATED,
             },

@@ -23,8 +23,8 @@ from harness.engine import Engine
 from harness.hypothesis_profiles import load_profile
 from harness.pytest_plugin import ORACLE_ENGINE, PRERUN_TRACES, chosen_engines, prerun_engine
 from harness.replay import replaying
-from properties.generator_coverage import start_background_count, stop_background_count
-from properties.strategies import differential_traces
+from strategies.common import differential_traces
+from strategies.generator_coverage import start_background_count, stop_background_count
 
 load_profile()
 

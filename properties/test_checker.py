@@ -32,7 +32,7 @@ from harness.differential import (
 from harness.outputs import Output
 from harness.reference_engine import ReferenceEngine
 from harness.traces import Item, Trace
-from properties.strategies import (
+from strategies.common import (
     check_generated,
     generate,
     keyed_watermark_traces,

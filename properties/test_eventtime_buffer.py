@@ -1,7 +1,7 @@
 """Event-time reorder buffer (veloFlux): oracle invariants, and the engine-vs-oracle differential test.
 
 The invariants run the oracle (reference/eventtime_buffer.py) on generated
-disordered streams (properties/eventtime_buffer_strategies.py), some of which
+disordered streams (strategies/eventtime_buffer.py), some of which
 end (TR-14), and check the spec's promises on its output: the order key and
 the watermark contract, the exact late rule, stable ties, conservation of
 tuples, the end, restarts. The differential test feeds
@@ -21,15 +21,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_sub
-from properties.eventtime_buffer_strategies import (
-    DIFFERENTIAL,
-    EMITTED_COLUMNS,
-    ENDING_TRACES,
-    INVALID_CONFIGS,
-    emitted_order,
-)
-from properties.generator_coverage import before_end, end_position
-from properties.strategies import check_generated, check_state_layouts
 from reference.eventtime_buffer import (
     BUILTIN_TYPES,
     PARSER_CATALOGUE,
@@ -37,6 +28,15 @@ from reference.eventtime_buffer import (
     EventtimeTypeRegistry,
     run_trace,
 )
+from strategies.common import check_generated, check_state_layouts
+from strategies.eventtime_buffer import (
+    DIFFERENTIAL,
+    EMITTED_COLUMNS,
+    ENDING_TRACES,
+    INVALID_CONFIGS,
+    emitted_order,
+)
+from strategies.generator_coverage import before_end, end_position
 
 TRACES = ENDING_TRACES
 

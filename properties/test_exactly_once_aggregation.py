@@ -2,7 +2,7 @@
 
 Invariants run on the oracle (reference/exactly_once_aggregation.py) over
 generated traces and values. They are derived from the clauses, with the
-clauses' own arithmetic (properties/exactly_once_aggregation_strategies.py),
+clauses' own arithmetic (strategies/exactly_once_aggregation.py),
 not from the oracle's code:
 
 * every table equals the brute-force definition: verdicts from the whole
@@ -38,20 +38,6 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES, Row
 from harness.traces import InvalidConfig, Item, Trace
-from properties.exactly_once_aggregation_strategies import (
-    AREA,
-    DIFFERENTIAL,
-    INVALID_AMOUNTS,
-    INVALID_CONFIGS,
-    KINDS,
-    bits,
-    brute_force,
-    double_of,
-    exactly_once_traces,
-    message,
-    value_of,
-)
-from properties.strategies import check_generated
 from reference.exactly_once_aggregation import (
     AggregateValue,
     Count,
@@ -73,6 +59,20 @@ from reference.exactly_once_aggregation import (
     encode_checkpoint,
     parse_amount,
     run_trace,
+)
+from strategies.common import check_generated
+from strategies.exactly_once_aggregation import (
+    AREA,
+    DIFFERENTIAL,
+    INVALID_AMOUNTS,
+    INVALID_CONFIGS,
+    KINDS,
+    bits,
+    brute_force,
+    double_of,
+    exactly_once_traces,
+    message,
+    value_of,
 )
 
 TRACES = exactly_once_traces(large_batch_rate=10)

@@ -1,6 +1,6 @@
 """Killed Spark queries lose nothing and repeat nothing (spec/traces.md TR-17), per operator.
 
-One child query runs every chosen operator's generated traces together (harness/faults.py:
+One child query runs every chosen operator's generated traces together (spark_impl/testing/faults.py:
 the Spark engine's combined query writing through ``write_tables``'s per-batch sink); it is
 killed with SIGKILL at planned points, each kill interrupting every trace that still has
 batches to run, and restarted on the same checkpoint. After every kill each batch folder a
@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from harness.faults import KILL_POINTS, Expected, FaultRun, Kill, plan_kills, run_with_kills
 from harness.hypothesis_profiles import SEED_VAR, profile_name, run_seed
 from harness.replay import current_test, replay_command, replay_traces, replaying, seed_command, write_failure
 from harness.traces import InvalidConfig, Trace
 from spark_impl.engine import area_module, implemented_areas
+from spark_impl.testing.faults import KILL_POINTS, Expected, FaultRun, Kill, plan_kills, run_with_kills
 
 AREAS = tuple(sorted(implemented_areas()))
 
@@ -68,14 +68,14 @@ def _chosen_traces(b: Budget) -> list[Trace]:
     """Per operator, from its differential generator: the longest traces under thorough (so
     that late kills still interrupt enough of them); under ci the shortest of at least 2
     batches, cut to 2 (a kill in batch 1 has state to lose, and each batch costs)."""
-    from properties.strategies import differential_traces
+    from strategies.common import differential_traces
 
     replayed = replay_traces()
     if replayed is not None:
         return _valid(replayed)
     chosen = []
     for n, area in enumerate(b.areas):
-        parts = importlib.import_module(f"properties.{area}_strategies").DIFFERENTIAL
+        parts = importlib.import_module(f"strategies.{area}").DIFFERENTIAL
         pool = _valid(differential_traces(parts, b.pool, run_seed() + 7919 * (n + 1)))
         if b.kills > 1:
             chosen += sorted(pool, key=lambda t: -len(t.batches))[: b.traces_per_area]

@@ -2,7 +2,7 @@
 
 The count runs the oracle on the traces the area's differential test sends
 to the engines (the profile's budget, the run's seed; at least 1000 of them,
-see properties/generator_coverage.py for the floor each draw is held to), so
+see strategies/generator_coverage.py for the floor each draw is held to), so
 the numbers the conformance summary prints are those of this run.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from properties.generator_coverage import AREAS, RECORDED, counted_for_this_run
+from strategies.generator_coverage import AREAS, RECORDED, counted_for_this_run
 
 
 @pytest.mark.clauses("TR-13")

@@ -3,7 +3,7 @@
 On the oracle: the conversions of TR-16 (keys of several Spark types, timestamps, JSON text
 cells, rows with no place, repeated seqs, values beyond 32 bits), worked out by hand, and the
 round trip of an untouched table. On Spark: every operator's public function on a streaming
-DataFrame of hostile rows (``harness.hostile_rows``), all operators in ONE query; the query
+DataFrame of hostile rows (``spark_impl.testing.hostile_rows``), all operators in ONE query; the query
 never fails and each table's answer equals the oracle's on the trace the table means, error
 rows included; and a column of a type the operator does not accept is refused when the
 operator is defined, naming the column, its type and the types it accepts.
@@ -23,7 +23,10 @@ from typing import Any
 
 import pytest
 
-from harness.hostile_rows import (
+from harness.hypothesis_profiles import profile_name, run_seed
+from harness.traces import I64_MAX, I64_MIN
+from spark_impl.engine import implemented_areas
+from spark_impl.testing.hostile_rows import (
     AREA_FIELDS,
     HostileTable,
     Micros,
@@ -43,9 +46,6 @@ from harness.hostile_rows import (
     time_millis,
     trace_rows,
 )
-from harness.hypothesis_profiles import profile_name, run_seed
-from harness.traces import I64_MAX, I64_MIN
-from spark_impl.engine import implemented_areas
 
 AREAS = sorted(implemented_areas())
 # Each area's clause of malformed items: where its error rows are decided.
@@ -237,7 +237,7 @@ def _shared_run() -> tuple[list[HostileTable], RunResult]:
 
 
 def _run_tables(spark: Any, tables: list[HostileTable]) -> RunResult:
-    from harness.hostile_rows import run_tables
+    from spark_impl.testing.hostile_rows import run_tables
 
     with tempfile.TemporaryDirectory(prefix="hostile-rows-") as work:
         return run_tables(spark, tables, work)

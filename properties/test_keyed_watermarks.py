@@ -39,18 +39,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
-from properties.generator_coverage import end_position, with_end
-from properties.keyed_watermarks_strategies import DIFFERENTIAL, keyed_counterpart
-from properties.strategies import (
-    ABSENT_KEY,
-    check_generated,
-    check_state_layouts,
-    i64_edge_times,
-    invalid_keyed_watermark_configs,
-    keyed_watermark_configs,
-    keyed_watermark_traces,
-    near_i64_bounds_traces,
-)
 from reference.keyed_watermarks import (
     CompactKeyedWatermarkConfig,
     CompactKeyedWatermarkTracker,
@@ -63,6 +51,18 @@ from reference.keyed_watermarks import (
     key_digest_words,
     run_trace,
 )
+from strategies.common import (
+    ABSENT_KEY,
+    check_generated,
+    check_state_layouts,
+    i64_edge_times,
+    invalid_keyed_watermark_configs,
+    keyed_watermark_configs,
+    keyed_watermark_traces,
+    near_i64_bounds_traces,
+)
+from strategies.generator_coverage import end_position, with_end
+from strategies.keyed_watermarks import DIFFERENTIAL, keyed_counterpart
 
 STATE_KEYS = st.sampled_from(("a", "b", "c", "d", "e"))
 STATE_TIMES = st.one_of(st.integers(0, 20_000), st.integers(0, 20).map(lambda n: n * 1000), i64_edge_times())
@@ -520,7 +520,7 @@ def test_the_first_window_starts_at_the_lower_bound() -> None:
 
 # ---- the compact tracker (F065-R26..R37) -------------------------------------------------------
 
-#: every trace compact: small exact sets, narrow sketches, keys that collide (properties.strategies)
+#: every trace compact: small exact sets, narrow sketches, keys that collide (strategies.common)
 COMPACT_TRACES = keyed_watermark_traces(compact_rate=1)
 
 

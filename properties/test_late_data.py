@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES, Row
 from harness.traces import I64_MAX, InvalidConfig, Trace
-from properties.late_data_strategies import DIFFERENTIAL, INVALID_CONFIGS, late_data_traces
-from properties.strategies import check_generated, check_state_layouts
 from reference.late_data import SideOutputRouter, config_from_trace, run_trace, window_of
+from strategies.common import check_generated, check_state_layouts
+from strategies.late_data import DIFFERENTIAL, INVALID_CONFIGS, late_data_traces
 
 TRACES = late_data_traces(edge_rate=10)
 

@@ -35,17 +35,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, PARTITIONED_REQUIRED_FIELDS, InvalidConfig, Item, Trace, saturating_sub
-from properties.partitioned_watermarks_strategies import DIFFERENTIAL
-from properties.strategies import (
-    NEVER_SOURCE,
-    PARTITION_MAX,
-    check_generated,
-    check_state_layouts,
-    delays,
-    i64_edge_times,
-    invalid_partitioned_watermark_configs,
-    partitioned_watermark_traces,
-)
 from reference.partitioned_watermarks import (
     CoreWatermarkState,
     InvalidPartition,
@@ -56,6 +45,17 @@ from reference.partitioned_watermarks import (
     collect_watermarks,
     run_trace,
 )
+from strategies.common import (
+    NEVER_SOURCE,
+    PARTITION_MAX,
+    check_generated,
+    check_state_layouts,
+    delays,
+    i64_edge_times,
+    invalid_partitioned_watermark_configs,
+    partitioned_watermark_traces,
+)
+from strategies.partitioned_watermarks import DIFFERENTIAL
 
 ALL_CLAUSES = tuple(f"F064-R{n}" for n in range(1, 25))
 STREAM_CLAUSES = tuple(c for c in ALL_CLAUSES if c not in ("F064-R18", "F064-R19"))  # R18/R19: oracle-only

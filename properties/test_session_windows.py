@@ -28,14 +28,6 @@ from harness.engine import run_canonical
 from harness.hypothesis_profiles import run_seed
 from harness.outputs import TABLES, canonical, diff
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
-from properties.generator_coverage import before_end, end_position, with_end
-from properties.session_windows_strategies import (
-    DIFFERENTIAL,
-    invalid_session_window_configs,
-    session_window_configs,
-    session_window_traces,
-)
-from properties.strategies import check_generated, generate
 from reference.session_windows import (
     BoundedOutOfOrdernessGenerator,
     Event,
@@ -46,6 +38,14 @@ from reference.session_windows import (
     TimerService,
     run_trace,
     timer_key,
+)
+from strategies.common import check_generated, generate
+from strategies.generator_coverage import before_end, end_position, with_end
+from strategies.session_windows import (
+    DIFFERENTIAL,
+    invalid_session_window_configs,
+    session_window_configs,
+    session_window_traces,
 )
 
 AREA = "session_windows"

@@ -2,7 +2,7 @@
 
 Invariants run on the oracle's stream (reference/sla_admission.py ``run_trace``)
 over generated traces. They are derived from the clauses, with the spec's own
-integer arithmetic (properties/sla_admission_strategies.py), not from the
+integer arithmetic (strategies/sla_admission.py), not from the
 oracle's code:
 
 * each check in isolation: the lag (OXS-R6), the jitter reference (R7), the
@@ -32,7 +32,16 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES, Row
 from harness.traces import InvalidConfig, Item, Trace
-from properties.sla_admission_strategies import (
+from reference.sla_admission import (
+    LoadSheddingConfig,
+    LoadSheddingManager,
+    SlaExceeded,
+    StreamAdmissionController,
+    StreamSlaConfig,
+    run_trace,
+)
+from strategies.common import check_generated
+from strategies.sla_admission import (
     AREA,
     DIFFERENTIAL,
     INVALID_CONFIGS,
@@ -49,15 +58,6 @@ from properties.sla_admission_strategies import (
     shedder_settings,
     sla_admission_traces,
     stream_configs,
-)
-from properties.strategies import check_generated
-from reference.sla_admission import (
-    LoadSheddingConfig,
-    LoadSheddingManager,
-    SlaExceeded,
-    StreamAdmissionController,
-    StreamSlaConfig,
-    run_trace,
 )
 
 TRACES = sla_admission_traces(large_batch_rate=10)

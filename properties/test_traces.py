@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.traces import Trace
-from properties.strategies import generate, keyed_watermark_traces
+from strategies.common import generate, keyed_watermark_traces
 
 DEVIATION = """
 [[deviation]]

@@ -36,14 +36,6 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES
 from harness.traces import I64_MIN, InvalidConfig, Trace, saturating_sub
-from properties.strategies import check_generated
-from properties.watermark_propagation_strategies import (
-    DIFFERENTIAL,
-    dags,
-    invalid_configs,
-    sources_of,
-    watermark_propagation_traces,
-)
 from reference.watermark_propagation import (
     GraphCycle,
     NotASource,
@@ -52,6 +44,14 @@ from reference.watermark_propagation import (
     WatermarkPropagator,
     WatermarkViolation,
     run_trace,
+)
+from strategies.common import check_generated
+from strategies.watermark_propagation import (
+    DIFFERENTIAL,
+    dags,
+    invalid_configs,
+    sources_of,
+    watermark_propagation_traces,
 )
 
 Outputs = dict[str, list[tuple[Any, ...]]]

@@ -2,7 +2,7 @@
 
 Invariants run on the oracle (reference/window_joins.py) over generated
 two-sided traces of each join. They are derived from the clauses, with the
-clauses' own arithmetic (properties/window_joins_strategies.py), not from the
+clauses' own arithmetic (strategies/window_joins.py), not from the
 oracle's code:
 
 * the pairs are the brute-force definition of each join over the events that
@@ -36,21 +36,6 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES, Row
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
-from properties.strategies import check_generated
-from properties.window_joins_strategies import (
-    AREA,
-    DIFFERENTIAL,
-    EDGE_VALID_CONFIGS,
-    INVALID_CONFIGS,
-    JOINS,
-    arrivals,
-    expected_pairs,
-    expected_progress,
-    join_event,
-    watermark,
-    window_join_edge_traces,
-    window_join_traces,
-)
 from reference.window_joins import (
     JoinEvent,
     JoinPair,
@@ -63,6 +48,21 @@ from reference.window_joins import (
     join_from_config,
     run_trace,
     validate_config,
+)
+from strategies.common import check_generated
+from strategies.window_joins import (
+    AREA,
+    DIFFERENTIAL,
+    EDGE_VALID_CONFIGS,
+    INVALID_CONFIGS,
+    JOINS,
+    arrivals,
+    expected_pairs,
+    expected_progress,
+    join_event,
+    watermark,
+    window_join_edge_traces,
+    window_join_traces,
 )
 
 Output = dict[str, list[Row]]

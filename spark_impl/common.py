@@ -478,7 +478,7 @@ def write_batch_tables(
     tables follow in name order. ``reached(point, batch_id)``, when given, is called at
     ``after_state`` (state committed, no table written), ``between_tables`` (before each table
     but the first) and ``after_sink`` (every table written, before Spark's commit log): the
-    points where harness/faults.py kills the query. ``cache=False`` reads ``batch`` once per
+    points where spark_impl/testing/faults.py kills the query. ``cache=False`` reads ``batch`` once per
     table instead of caching it first: for rows that come from a batch cached already (a
     ``SinkStep``'s), where a second cache would copy every row again."""
     from pyspark.sql import functions as F

@@ -352,7 +352,7 @@ def _query_cost(traces: dict[str, tuple[int, Trace]]) -> tuple[int, int]:
 def combined_output(df: Any, traces: dict[str, tuple[int, Trace]], configs: dict[str, dict[str, Any]]) -> Any:
     """The run's one output DataFrame: the input rows ``df`` (columns of INPUT_SCHEMA) split by
     area, each area's operator (``engine_output``) on its own traces with their configs, the
-    outputs unioned by column name (``harness.faults`` builds its killed queries with it too)."""
+    outputs unioned by column name (``spark_impl.testing.faults`` builds its killed queries with it too)."""
     from pyspark.sql import functions as F
 
     output = None

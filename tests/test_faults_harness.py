@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.faults import (
+from harness.outputs import TABLES
+from harness.traces import Trace, event
+from spark_impl.testing.faults import (
     KILL_POINTS,
     Expected,
     Kill,
@@ -23,8 +25,6 @@ from harness.faults import (
     plan_kills,
     reachable_after,
 )
-from harness.outputs import TABLES
-from harness.traces import Trace, event
 
 ALL_POINTS = {b: list(KILL_POINTS) for b in (1, 2, 3)}
 

@@ -130,9 +130,9 @@ def with_table_seqs(area: str, output: Output, seqs: Sequence[Sequence[int]]) ->
 
 def drawn_traces(area: str, n: int, seed: int) -> list[Trace]:
     """``n`` of the area's differential traces with a valid configuration, cut to MAX_BATCHES."""
-    from properties.strategies import generate
+    from strategies.common import generate
 
-    strategies = importlib.import_module(f"properties.{area}_strategies")
+    strategies = importlib.import_module(f"strategies.{area}")
     validate = importlib.import_module(f"spark_impl.{area}").validate_config
     chosen: list[Trace] = []
     for trace in generate(strategies.DIFFERENTIAL[0][0], 4 * n, seed):

@@ -16,11 +16,11 @@ import pytest
 from harness.engine import run_canonical
 from harness.reference_engine import ReferenceEngine
 from harness.traces import InvalidConfig, Trace, event
-from properties.keyed_watermarks_strategies import DIFFERENTIAL as KEYED_WATERMARKS
-from properties.late_data_strategies import DIFFERENTIAL as LATE_DATA
-from properties.strategies import generate
 from spark_impl import engine as engine_module
 from spark_impl.engine import SparkEngine, query_groups
+from strategies.common import generate
+from strategies.keyed_watermarks import DIFFERENTIAL as KEYED_WATERMARKS
+from strategies.late_data import DIFFERENTIAL as LATE_DATA
 
 TRACES_PER_AREA = 3
 

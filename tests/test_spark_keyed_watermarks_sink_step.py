@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from harness.faults import Kill, run_with_kills
 from harness.traces import Item, Trace
 from spark_impl.checkpoints import IncompatibleCheckpoint
+from spark_impl.testing.faults import Kill, run_with_kills
 
 KEYED = "keyed_watermarks"
 

@@ -6,11 +6,16 @@
 * Every deliberately wrong vector of tests/wrong_expectations.jsonl is rejected.
 * A malformed file stops with an error naming the file, the line and the problem.
 * Arrow IPC files hold the same cases as JSON Lines.
+* Generated vectors export from any folder, with the installed packages alone, and without
+  Hypothesis the export says what to install.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +180,37 @@ def test_arrow_files_hold_the_same_cases_as_json_lines(
     (tmp_path / "broken.arrow").write_bytes(b"ARROW1 but not really")
     code, _, err = run_cli(capsys, "run", str(tmp_path / "broken.arrow"), "--engine", "reference")
     assert code == EXIT_BAD_INPUT and "not an Arrow IPC file" in err
+
+
+def _export_elsewhere(folder: Path, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    """The CLI's export of generated late-data vectors, run in ``folder`` (no checkout there, and
+    the project folder off the path: only what is installed imports)."""
+    argv = ["export", "out.jsonl", "--no-features", "--areas", "late_data", "--generated", "3", "--seed", "7"]
+    code = f"import sys; {prelude}from harness.cli import main; sys.exit(main({argv!r}))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.clauses("TR-13")
+def test_generated_vectors_export_from_any_folder_with_the_installed_packages(tmp_path: Path) -> None:
+    done = _export_elsewhere(tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    exported = read_vectors([tmp_path / "out.jsonl"]).vectors
+    assert [v.id for v in exported] == [f"late_data/generated/seed-7/{i}" for i in range(3)]
+    assert all(v.origin.startswith("generated: strategies/late_data.py") for v in exported)
+    # the same cases as an export from the checkout
+    (tmp_path / "here").mkdir()
+    code = main(["--project", str(ROOT), "export", str(tmp_path / "here" / "out.jsonl"), "--no-features",
+                 "--areas", "late_data", "--generated", "3", "--seed", "7"])  # fmt: skip
+    assert code == EXIT_OK
+    here = read_vectors([tmp_path / "here" / "out.jsonl"]).vectors
+    assert [vector_json(v) for v in exported] == [vector_json(v) for v in here]
+
+
+def test_an_export_without_hypothesis_says_what_to_install(tmp_path: Path) -> None:
+    done = _export_elsewhere(tmp_path, prelude="sys.modules['hypothesis'] = None; ")
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert "generated vectors need Hypothesis" in done.stderr and "pip install hypothesis" in done.stderr
+    assert not (tmp_path / "out.jsonl").exists()

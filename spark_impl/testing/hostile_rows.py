@@ -7,7 +7,7 @@ missing sequence numbers, JSON text that is not JSON. This module makes such
 tables and says what each one means:
 
 - ``hostile_tables(area, count, seed, max_batches, typing)``: tables drawn
-  from the area's generated traces (``properties/<area>_strategies.py``, the
+  from the area's generated traces (``strategies/<area>.py``, the
   differential mix), turned into the rows the harness engine feeds an
   operator (one row per item, one ``batch_end`` marker per batch) and then
   mutated row by row (``mutations_of``), with repeated seqs, shifted seqs
@@ -674,10 +674,9 @@ def generated_traces(area: str, count: int, seed: int, max_batches: int) -> list
     import importlib
 
     from harness.reference_engine import ReferenceEngine
+    from strategies.common import differential_traces as draw
 
-    # The suite's generators (properties/), loaded by name: the harness does not type-check them.
-    draw = importlib.import_module("properties.strategies").differential_traces
-    module = importlib.import_module(f"properties.{area}_strategies")
+    module = importlib.import_module(f"strategies.{area}")
     out = []
     for t in draw(module.DIFFERENTIAL, count, seed):
         t = Trace(t.area, t.config, t.batches[:max_batches], name=t.name)
@@ -686,7 +685,7 @@ def generated_traces(area: str, count: int, seed: int, max_batches: int) -> list
     return out
 
 
-TRACE_TIMES = 10**8  # generated traces keep their times in 0..10**7 (properties.strategies.BOUNDED)
+TRACE_TIMES = 10**8  # generated traces keep their times in 0..10**7 (strategies.common.BOUNDED)
 STREAM_NAMES = ("None", "", "null")  # stream ids a careless str() or a default could mistake
 
 

@@ -1,6 +1,6 @@
 """The keyed-watermarks (F065) differential mix and the cases its traces must reach (TR-13).
 
-The strategies themselves live in ``properties.strategies`` (``keyed_watermark_traces``);
+The strategies themselves live in ``strategies.common`` (``keyed_watermark_traces``);
 this module says which of them the differential run draws and counts what they reach.
 Counting replays each trace through the oracle's tracker item by item (the idle and
 activity state that the output tables only show at batch ends) and reads the rest from
@@ -15,8 +15,6 @@ from dataclasses import replace
 from typing import Any
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
-from properties.generator_coverage import batch_shape_cases, end_cases, with_end
-from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, keyed_watermark_traces
 from reference.keyed_watermarks import (
     COMPACT_KEYS,
     CompactKeyedWatermarkConfig,
@@ -28,6 +26,8 @@ from reference.keyed_watermarks import (
     run_trace,
 )
 from reference.traces import TraceClock
+from strategies.common import LARGE_BATCH, LONG_TIE_RUN, keyed_watermark_traces
+from strategies.generator_coverage import batch_shape_cases, end_cases, with_end
 
 #: the differential run's traces: some end (TR-14, F065-R38)
 ENDING_TRACES = with_end(keyed_watermark_traces(invalid_config_rate=10))

@@ -2,7 +2,7 @@
 
 ``run_with_kills(traces, kills)`` runs the Spark engine's combined query of ``traces`` (all
 areas in ONE query, ``spark_impl.engine.combined_output``) in a child process
-(``python -m harness.fault_child``) that writes through ``write_tables``'s per-batch function
+(``python -m spark_impl.testing.fault_child``) that writes through ``write_tables``'s per-batch function
 (``spark_impl.common.write_batch_tables``: ``foreachBatch``, one folder per table and batch
 id). For each planned ``Kill``, the child blocks when it reaches the point (harness/
 fault_child.py says where each point is), and this side sends SIGKILL to every process of
@@ -42,10 +42,10 @@ from typing import Any
 from harness.outputs import TABLES, Output, canonical
 from harness.traces import Trace
 
-#: the kill points in the order a micro-batch reaches them (harness/fault_child.py says where)
+#: the kill points in the order a micro-batch reaches them (spark_impl/testing/fault_child.py says where)
 KILL_POINTS = ("before_batch", "reading", "stateful", "after_state", "between_tables", "after_sink")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the folder that holds spark_impl
 
 
 class FaultHarnessError(RuntimeError):
@@ -404,13 +404,13 @@ def _child_env(work: Path) -> dict[str, str]:
 
 
 def _start_child(work: Path, kill: Kill | None, n: int) -> tuple[subprocess.Popen[bytes], Any]:
-    from harness import fault_child
+    from spark_impl.testing import fault_child
 
     plan = {"point": kill.point, "batch": kill.batch} if kill else {}
     (work / fault_child.PLAN_FILE).write_text(json.dumps(plan), encoding="utf-8")
     log = open(work / f"child-{n}.log", "wb")  # noqa: SIM115 - closed by the caller
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.fault_child", str(work)],
+        [sys.executable, "-m", "spark_impl.testing.fault_child", str(work)],
         cwd=ROOT,
         env=_child_env(work),
         stdin=subprocess.DEVNULL,
@@ -443,8 +443,8 @@ def run_with_kills(
     every kill and at the end, and returns what it found in ``FaultRun.problems`` (empty: nothing
     lost, nothing twice). Raises FaultHarnessError when a child fails, hangs or outlives its
     kill. The work dir goes unless ``keep`` or something went wrong (its child logs help then)."""
-    from harness import fault_child
     from spark_impl.engine import _rows_table
+    from spark_impl.testing import fault_child
     from spark_impl.trace_source import write_trace_file
 
     for a, b in zip(kills, kills[1:]):
@@ -495,7 +495,7 @@ def run_with_kills(
 
 def _one_child(work: Path, n: int, kill: Kill | None, run: FaultRun, timeout: float) -> KillRecord | None:
     """Child ``n`` from start to its kill (the record) or to its end (None)."""
-    from harness import fault_child
+    from spark_impl.testing import fault_child
 
     reached = work / fault_child.REACHED_FILE
     proc, log = _start_child(work, kill, n)

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES, emitted_order
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
-from properties.generator_coverage import before_end, end_cases, with_end
-from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, restart_points
 from reference.eventtime_buffer import BUILTIN_TYPES, PARSER_CATALOGUE, EventtimeParseError
+from strategies.common import LARGE_BATCH, LONG_TIE_RUN, restart_points
+from strategies.generator_coverage import before_end, end_cases, with_end
 
 PARSERS = {**BUILTIN_TYPES, **PARSER_CATALOGUE}
 
@@ -202,7 +202,7 @@ def eventtime_buffer_traces(draw: st.DrawFn, invalid_config_rate: int = 0) -> Tr
 EMITTED_COLUMNS = TABLES[AREA]["emitted"]
 
 
-# ---- generator coverage (spec/traces.md TR-13, properties/generator_coverage.py) -----------
+# ---- generator coverage (spec/traces.md TR-13, strategies/generator_coverage.py) -----------
 
 #: the traces of the properties and of the differential run: some end (TR-14, VELO-R21)
 ENDING_TRACES = with_end(eventtime_buffer_traces())

@@ -23,8 +23,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
-from properties.generator_coverage import batch_shape_cases
-from properties.strategies import LARGE_BATCH, LONG_TIE_RUN
+from strategies.common import LARGE_BATCH, LONG_TIE_RUN
+from strategies.generator_coverage import batch_shape_cases
 
 AREA = "watermark_propagation"
 NAMES = ("src", "map", "filter", "join", "sink", "side", "agg", "out")

@@ -1,6 +1,6 @@
-"""The child process of the fault tests (harness/faults.py; spec/traces.md TR-17).
+"""The child process of the fault tests (spark_impl/testing/faults.py; spec/traces.md TR-17).
 
-``python -m harness.fault_child WORKDIR`` runs the Spark engine's combined query of the
+``python -m spark_impl.testing.fault_child WORKDIR`` runs the Spark engine's combined query of the
 traces in ``WORKDIR/run.json`` (``spark_impl.engine.combined_output``, or for a query of one
 operator that finishes its micro-batches in the sink, its ``sink_rows`` and ``sink_step``: the
 same query as ``SparkEngine``) over ``WORKDIR/input.parquet`` to its end (``Trigger.AvailableNow``, one

@@ -16,8 +16,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from harness.traces import InvalidConfig, Item, Trace
-from properties.generator_coverage import before_end, end_cases, output_before_end, with_end
-from properties.strategies import LARGE_BATCH, LONG_TIE_RUN
+from strategies.common import LARGE_BATCH, LONG_TIE_RUN
+from strategies.generator_coverage import before_end, end_cases, output_before_end, with_end
 
 AREA = "session_windows"
 GAPS = (1, 10, 100, 250, 1000)
@@ -143,7 +143,7 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-# ---- generator coverage (spec/traces.md TR-13, properties/generator_coverage.py) -----------
+# ---- generator coverage (spec/traces.md TR-13, strategies/generator_coverage.py) -----------
 
 #: the traces of the differential run and of most properties: some end (TR-14, F017E-R23)
 ENDING_TRACES = with_end(session_window_traces())

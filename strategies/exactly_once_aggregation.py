@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
-from properties.generator_coverage import batch_shape_cases
-from properties.strategies import LARGE_BATCH, restart_points
+from strategies.common import LARGE_BATCH, restart_points
+from strategies.generator_coverage import batch_shape_cases
 
 AREA = "exactly_once_aggregation"
 KINDS = ("count", "sum", "min", "max", "mean")

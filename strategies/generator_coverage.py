@@ -1,6 +1,6 @@
 """How often the generated traces of each area reach the cases that matter (spec/traces.md TR-13).
 
-Each area's strategies module ``properties/<area>_strategies.py`` states:
+Each area's strategies module ``strategies/<area>.py`` states:
 
 * ``DIFFERENTIAL``: its differential mix, ``(strategy, share)`` pairs; the
   area's differential test sends exactly these traces to the engines.
@@ -33,7 +33,7 @@ reaching still fails. The areas that hold data back (the buffer, sessions, keyed
 
 From the command line, for one area or all:
 
-    .tox/spark/bin/python -m properties.generator_coverage [AREA ...] [--traces N] [--seed S]
+    .tox/spark/bin/python -m strategies.generator_coverage [AREA ...] [--traces N] [--seed S]
 
 Drawing 1000 traces costs the better part of a minute per area, all of it in
 Hypothesis, while the Spark suites mostly wait on the JVM. So when a run's
@@ -64,7 +64,7 @@ from hypothesis import strategies as st
 from harness.differential import run_safely
 from harness.reference_engine import ReferenceEngine
 from harness.traces import Item, Trace
-from properties.strategies import LARGE_BATCH, LONG_TIE_RUN
+from strategies.common import LARGE_BATCH, LONG_TIE_RUN
 
 THRESHOLD = 0.05  # every case in at least 5% of an area's generated traces (seed 0)
 TUNED_SEED = 0  # the ci profile's seed: its draw is held to THRESHOLD exactly
@@ -229,14 +229,14 @@ class CaseCounts:
 
 
 def strategies_module(area: str) -> ModuleType:
-    return importlib.import_module(f"properties.{area}_strategies")
+    return importlib.import_module(f"strategies.{area}")
 
 
 def count_cases(area: str, traces: int | None = None, seed: int | None = None) -> CaseCounts:
     """Draw the area's differential traces (the profile's budget and the run's seed unless
     given), run the oracle on them and count the cases each trace reaches."""
     from harness.hypothesis_profiles import differential_budget, run_seed
-    from properties.strategies import differential_traces
+    from strategies.common import differential_traces
 
     module = strategies_module(area)
     seed = run_seed() if seed is None else seed
@@ -261,7 +261,7 @@ RECORDED: dict[str, CaseCounts] = {}
 
 @dataclass
 class BackgroundCount:
-    """``python -m properties.generator_coverage --json`` running beside the tests."""
+    """``python -m strategies.generator_coverage --json`` running beside the tests."""
 
     areas: tuple[str, ...]
     traces: int
@@ -299,7 +299,7 @@ def start_background_count(areas: list[str]) -> None:
         return
     work = tempfile.mkdtemp(prefix="generator-coverage-")
     result, log = os.path.join(work, "counts.json"), os.path.join(work, "log.txt")
-    command = [sys.executable, "-m", "properties.generator_coverage", *areas]
+    command = [sys.executable, "-m", "strategies.generator_coverage", *areas]
     command += ["--traces", str(traces), "--seed", str(run_seed()), "--json", result]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=_PROJECT)

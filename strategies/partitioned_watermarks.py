@@ -1,6 +1,6 @@
 """The per-partition watermarks (F064) differential mix and the cases its traces must reach (TR-13).
 
-The strategies themselves live in ``properties.strategies`` (``partitioned_watermark_traces``);
+The strategies themselves live in ``strategies.common`` (``partitioned_watermark_traces``);
 this module says which of them the differential run draws and counts what they reach.
 Counting replays each trace's accepted items through the oracle's tracker one by one (the
 idle and activity state the output tables only show at batch ends) and reads the rest from
@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from harness.traces import InvalidConfig, Trace, saturating_sub
-from properties.generator_coverage import batch_shape_cases
-from properties.keyed_watermarks_strategies import touches_i64_bounds
-from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, partitioned_watermark_traces
 from reference.partitioned_watermarks import PartitionedWatermarkTracker, PartitionId, config_from_trace
 from reference.traces import TraceClock
+from strategies.common import LARGE_BATCH, LONG_TIE_RUN, partitioned_watermark_traces
+from strategies.generator_coverage import batch_shape_cases
+from strategies.keyed_watermarks import touches_i64_bounds
 
 DIFFERENTIAL = ((partitioned_watermark_traces(invalid_config_rate=10), 1.0),)
 

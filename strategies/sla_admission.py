@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES
 from harness.traces import InvalidConfig, Item, Trace
-from properties.generator_coverage import batch_shape_cases
-from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, restart_points
+from strategies.common import LARGE_BATCH, LONG_TIE_RUN, restart_points
+from strategies.generator_coverage import batch_shape_cases
 
 AREA = "sla_admission"
 

@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 
 from harness.outputs import TABLES
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace
-from properties.generator_coverage import batch_shape_cases
-from properties.strategies import LARGE_BATCH, LONG_TIE_RUN, i64_edge_times, restart_points
+from strategies.common import LARGE_BATCH, LONG_TIE_RUN, i64_edge_times, restart_points
+from strategies.generator_coverage import batch_shape_cases
 
 AREA = "window_joins"
 JOINS = ("tumbling_tumbling", "tumbling_sliding", "session_session")
