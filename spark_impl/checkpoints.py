@@ -33,9 +33,10 @@ and ``kw_route`` like every other operator's, so it is recognised by the fields
 of its state value; a stage between the two (exactly-once aggregation's key stage,
 ``Operator.middle``) by its own grouping key. Stateful operators of anything else in the same query are
 left alone. ``operators()`` lists, per area, the state variables of each stage
-and the function that decodes each: an operator the Spark engine runs that is
-missing there would be left alone too, so tests/test_spark_checkpoints.py fails
-until it is added.
+and the function that decodes each. Each operator module registers its own
+(``LAYOUT = register(Operator(...))`` beside its state classes), so this module
+imports no operator; an operator the Spark engine runs that did not register
+would be left alone, so tests/test_spark_checkpoints.py fails until it does.
 """
 
 from __future__ import annotations
@@ -201,127 +202,31 @@ class Operator:
         return {**self.first.variables, **middle, **self.second.variables}
 
 
-def _fields(schema: str) -> tuple[str, ...]:
+def schema_fields(schema: str) -> tuple[str, ...]:
+    """The field names of a DDL schema string, in order."""
     return tuple(part.strip().split()[0].strip("`") for part in schema.split(","))
 
 
+_OPERATORS: dict[str, Operator] = {}
+
+
 def operators() -> dict[str, Operator]:
-    """The operators of this release, by area, with their state variables and decoders (built
-    on first use: the area modules import this one)."""
-    global _OPERATORS
-    if _OPERATORS is None:
-        _OPERATORS = _known_operators()
-    return _OPERATORS
+    """The operators registered so far, by area, with their state variables and decoders. An
+    operator module registers its layout when imported (``register``), so a query's operators
+    are known by the time it starts; ``spark_impl.engine`` imports all of them."""
+    return dict(_OPERATORS)
 
 
-_OPERATORS: dict[str, Operator] | None = None
+def register(operator: Operator) -> Operator:
+    """Adds an area's operator to ``operators()``; each operator module registers its own layout
+    when it is imported, so this module imports none of them."""
+    _OPERATORS[operator.area] = operator
+    return operator
 
 
-def _known_operators() -> dict[str, Operator]:
-    from spark_impl import eventtime_buffer as eb
-    from spark_impl import exactly_once_aggregation as eo
-    from spark_impl import keyed_watermarks as kw
-    from spark_impl import late_data as ld
-    from spark_impl import partitioned_watermarks as pw
-    from spark_impl import session_windows as sw
-    from spark_impl import sla_admission as sa
-    from spark_impl import watermark_propagation as wp
-    from spark_impl import window_joins as wj
-
-    def buckets_of(value: tuple[Any, ...]) -> int:
-        return int(value[1])
-
-    return {
-        "keyed_watermarks": Operator(
-            "keyed_watermarks", kw.LAYOUT_VERSION,
-            Stage({
-                "bucket": lambda v, k: kw.BucketState.from_tuple(v, buckets_of(v)),
-                "blocks": lambda v, k: kw.unpack_blocks([v]),
-                "shard_keys": lambda v, k: kw.unpack_exact(v),
-                "shard_sketches": lambda v, k: kw.unpack_sketch(v),
-            }, ("bucket",)),
-            Stage({"stream": lambda v, k: kw.StreamState.from_tuple(v, buckets_of(v))}, ("stream",)),
-            _fields(kw.STREAM_SCHEMA),
-        ),
-        "partitioned_watermarks": Operator(
-            "partitioned_watermarks", pw.LAYOUT_VERSION,
-            Stage({
-                "bucket": lambda v, k: pw.BucketState.from_tuple(v, buckets_of(v)),
-                "blocks": lambda v, k: pw.unpack_blocks([int(k[0])], [v]),
-            }, ("bucket",)),
-            Stage({
-                "stream": lambda v, k: pw.StreamState.from_tuple(v, buckets_of(v)),
-                "sources": lambda v, k: pw.unpack_source_figures(v),
-            }, ("stream",)),
-            _fields(pw.STREAM_SCHEMA),
-        ),
-        "session_windows": Operator(
-            "session_windows", sw.LAYOUT_VERSION,
-            Stage({
-                "bucket": lambda v, k: sw.BucketState.from_tuple(v, buckets_of(v)),
-                "blocks": lambda v, k: sw.Sessions.unpack([v]),
-            }, ("bucket",)),
-            Stage({"stream": lambda v, k: sw.NarrowState.from_tuple(v, buckets_of(v))}, ("stream",)),
-            _fields(sw.STREAM_SCHEMA),
-        ),
-        "eventtime_buffer": Operator(
-            "eventtime_buffer", eb.LAYOUT_VERSION,
-            Stage({"bucket": lambda v, k: eb.BucketState.from_tuple(v, buckets_of(v))}, ("bucket",)),
-            Stage({"stream": lambda v, k: eb.StreamState.from_tuple(v, buckets_of(v))}, ("stream",)),
-            _fields(eb.STREAM_SCHEMA),
-        ),
-        "watermark_propagation": Operator(
-            "watermark_propagation", wp.LAYOUT_VERSION,
-            # The graph a value was written for is checked against the stream's settings when
-            # the query runs; here each value is read against its own.
-            Stage({"bucket": lambda v, k: wp.BucketState.from_tuple(v, buckets_of(v), v[2])}, ("bucket",)),
-            Stage({"stream": lambda v, k: wp.StreamState.from_tuple(v, buckets_of(v), wp.stored_sources(v))},
-                  ("stream",)),  # fmt: skip
-            _fields(wp.STREAM_SCHEMA),
-        ),
-        "late_data": Operator(
-            "late_data", ld.LAYOUT_VERSION,
-            Stage({
-                "bucket": lambda v, k: ld.BucketState.from_tuple(v, buckets_of(v)),
-                "sources": lambda v, k: ld.unpack_sources([(k[0], k[1])], [v], 0),
-            }, ("bucket",)),
-            Stage({"stream": lambda v, k: ld.StreamState.from_tuple(v, buckets_of(v))}, ("stream",)),
-            _fields(ld.STREAM_SCHEMA),
-        ),
-        "sla_admission": Operator(
-            "sla_admission", sa.LAYOUT_VERSION,
-            Stage({
-                "bucket": lambda v, k: sa.BucketState.from_tuple(v, buckets_of(v)),
-                "sla_streams": lambda v, k: sa.SlaEntry.from_tuple(v),
-            }, ("bucket",)),
-            Stage({"totals": lambda v, k: sa.StreamState.from_tuple(v, buckets_of(v))}, ("totals",)),
-            _fields(sa.STREAM_SCHEMA),
-        ),
-        "exactly_once_aggregation": Operator(
-            "exactly_once_aggregation", eo.LAYOUT_VERSION,
-            Stage({
-                "bucket": lambda v, k: eo.BucketState.from_tuple(v, buckets_of(v)),
-                "channels": lambda v, k: eo.unpack_channel(v),
-            }, ("bucket",)),
-            Stage({"totals": lambda v, k: eo.StreamState.from_tuple(v, buckets_of(v))}, ("totals",)),
-            _fields(eo.STREAM_SCHEMA),
-            middle=Stage({
-                "key_bucket": lambda v, k: eo.KeyBucketState.from_tuple(v, buckets_of(v)),
-                "aggregates": lambda v, k: eo.unpack_aggregate(v),
-            }, ("key_bucket",)),
-            middle_key=("stream_id", eo.KEY_BUCKET),
-        ),
-        "window_joins": Operator(
-            "window_joins", wj.LAYOUT_VERSION,
-            Stage({
-                "bucket": lambda v, k: wj.BucketState.from_tuple(v, buckets_of(v)),
-                "windows": lambda v, k: wj.unpack_window(v),
-                "due": lambda v, k: wj.unpack_due(v),
-            }, ("bucket",)),
-            Stage({"totals": lambda v, k: wj.StreamState.from_tuple(v, buckets_of(v))}, ("totals",)),
-            _fields(wj.STREAM_SCHEMA),
-        ),
-    }  # fmt: skip
+def value_buckets(value: tuple[Any, ...]) -> int:
+    """The bucket count of a layout value (its second field, after the layout version)."""
+    return int(value[1])
 
 
 def stage_prefix(area: str) -> str:
@@ -355,6 +260,8 @@ class _Plan:
     has_layout: bool  # the value starts with the layout version and the bucket count
     fields: tuple[str, ...] = ()  # the value's fields, in order
     binary: frozenset[str] = frozenset()  # those of them that are binary
+    # the operator's own decoder, shipped with the plan: a worker need not import the operator
+    decoder: Decoder | None = field(default=None, compare=False)
 
 
 # A judged value: (kind, version, buckets, detail); kind _LAYOUT for a sound value.
@@ -429,6 +336,7 @@ def check_checkpoint(spark: Any, checkpoint_location: str, *, deep: bool = False
                     name in stage.layout,
                     tuple(schema.fieldNames()),
                     frozenset(f.name for f in schema.fields if f.dataType.typeName() == "binary"),
+                    stage.variables[name],
                 )
                 plans[(plan.operator_id, name)] = plan
                 if plan.has_layout:
@@ -571,9 +479,9 @@ def judge(plan: _Plan, value: tuple[Any, ...] | None, map_key: tuple[Any, ...]) 
         if version != plan.expected_version:
             refusal = layout_refusal(plan.area, "state layout version", version, plan.expected_version)
             return (_INCOMPATIBLE, version, buckets, refusal.finding)
-    decoder = operators()[plan.area].decoders()[plan.variable]
+    assert plan.decoder is not None, plan
     try:
-        decoder(value, map_key)
+        plan.decoder(value, map_key)
     except CheckpointError as error:
         return (
             _INCOMPATIBLE if isinstance(error, IncompatibleCheckpoint) else _CORRUPT,

@@ -120,7 +120,7 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
-from spark_impl.checkpoints import decoding
+from spark_impl.checkpoints import Operator, Stage, decoding, register, schema_fields, value_buckets
 from spark_impl.common import (
     VALUE_OUT_OF_RANGE,
     OperatorStreams,
@@ -1162,6 +1162,18 @@ class LocalRun:
     def _call(self, processor: Any, key: tuple[str | None, int], rows: pd.DataFrame) -> list[pd.DataFrame]:
         processor.init(self.store.handle(key))
         return list(processor.handleInputRows(key, iter([rows]), None))
+
+
+# ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
+
+LAYOUT = register(
+    Operator(
+        "eventtime_buffer", LAYOUT_VERSION,
+        Stage({"bucket": lambda v, k: BucketState.from_tuple(v, value_buckets(v))}, ("bucket",)),
+        Stage({"stream": lambda v, k: StreamState.from_tuple(v, value_buckets(v))}, ("stream",)),
+        schema_fields(STREAM_SCHEMA),
+    )
+)  # fmt: skip
 
 
 __all__ = [

@@ -109,7 +109,16 @@ import pandas as pd
 
 from harness.outputs import TABLES
 from harness.traces import InvalidConfig
-from spark_impl.checkpoints import NEW_LOCATION, IncompatibleCheckpoint, decoding
+from spark_impl.checkpoints import (
+    NEW_LOCATION,
+    IncompatibleCheckpoint,
+    Operator,
+    Stage,
+    decoding,
+    register,
+    schema_fields,
+    value_buckets,
+)
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -918,6 +927,26 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         amount_col="amount", kind_col="kind", seq_col="seq", batch_col="batch", stream_id_col="trace_id",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
     ).output  # fmt: skip
+
+
+# ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
+
+LAYOUT = register(
+    Operator(
+        "exactly_once_aggregation", LAYOUT_VERSION,
+        Stage({
+            "bucket": lambda v, k: BucketState.from_tuple(v, value_buckets(v)),
+            "channels": lambda v, k: unpack_channel(v),
+        }, ("bucket",)),
+        Stage({"totals": lambda v, k: StreamState.from_tuple(v, value_buckets(v))}, ("totals",)),
+        schema_fields(STREAM_SCHEMA),
+        middle=Stage({
+            "key_bucket": lambda v, k: KeyBucketState.from_tuple(v, value_buckets(v)),
+            "aggregates": lambda v, k: unpack_aggregate(v),
+        }, ("key_bucket",)),
+        middle_key=("stream_id", KEY_BUCKET),
+    )
+)  # fmt: skip
 
 
 __all__ = [

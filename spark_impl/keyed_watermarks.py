@@ -200,7 +200,16 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
-from spark_impl.checkpoints import IncompatibleCheckpoint, decoding, missing_value
+from spark_impl.checkpoints import (
+    IncompatibleCheckpoint,
+    Operator,
+    Stage,
+    decoding,
+    missing_value,
+    register,
+    schema_fields,
+    value_buckets,
+)
 from spark_impl.common import (
     VALUE_OUT_OF_RANGE,
     OperatorStreams,
@@ -1981,6 +1990,23 @@ def _streams_with_max_keys(default: StreamConfig, per_stream: Mapping[str, Strea
         return sid.isin(bounded) if bounded else F.lit(False)
     unbounded = sorted(s for s, c in per_stream.items() if c.max_keys is None)
     return ~sid.isin(unbounded) if unbounded else F.lit(True)
+
+
+# ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
+
+LAYOUT = register(
+    Operator(
+        "keyed_watermarks", LAYOUT_VERSION,
+        Stage({
+            "bucket": lambda v, k: BucketState.from_tuple(v, value_buckets(v)),
+            "blocks": lambda v, k: unpack_blocks([v]),
+            "shard_keys": lambda v, k: unpack_exact(v),
+            "shard_sketches": lambda v, k: unpack_sketch(v),
+        }, ("bucket",)),
+        Stage({"stream": lambda v, k: StreamState.from_tuple(v, value_buckets(v))}, ("stream",)),
+        schema_fields(STREAM_SCHEMA),
+    )
+)  # fmt: skip
 
 
 __all__ = [

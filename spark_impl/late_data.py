@@ -99,7 +99,7 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
-from spark_impl.checkpoints import decoding
+from spark_impl.checkpoints import Operator, Stage, decoding, register, schema_fields, value_buckets
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -762,6 +762,21 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         time_col="time", stream_id_col="trace_id", batch_col="batch", stream_configs=stream_configs,
         buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
     ).output  # fmt: skip
+
+
+# ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
+
+LAYOUT = register(
+    Operator(
+        "late_data", LAYOUT_VERSION,
+        Stage({
+            "bucket": lambda v, k: BucketState.from_tuple(v, value_buckets(v)),
+            "sources": lambda v, k: unpack_sources([(k[0], k[1])], [v], 0),
+        }, ("bucket",)),
+        Stage({"stream": lambda v, k: StreamState.from_tuple(v, value_buckets(v))}, ("stream",)),
+        schema_fields(STREAM_SCHEMA),
+    )
+)  # fmt: skip
 
 
 __all__ = [

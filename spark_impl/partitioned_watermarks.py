@@ -139,7 +139,15 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, InvalidConfig
-from spark_impl.checkpoints import decoding, missing_value
+from spark_impl.checkpoints import (
+    Operator,
+    Stage,
+    decoding,
+    missing_value,
+    register,
+    schema_fields,
+    value_buckets,
+)
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -1370,6 +1378,24 @@ def native_watermark_report(spark: Any, trace: Any, delay_ms: int) -> list[dict[
         return native_watermark_progress(counts, "update", os.path.join(work, "checkpoint"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
+
+LAYOUT = register(
+    Operator(
+        "partitioned_watermarks", LAYOUT_VERSION,
+        Stage({
+            "bucket": lambda v, k: BucketState.from_tuple(v, value_buckets(v)),
+            "blocks": lambda v, k: unpack_blocks([int(k[0])], [v]),
+        }, ("bucket",)),
+        Stage({
+            "stream": lambda v, k: StreamState.from_tuple(v, value_buckets(v)),
+            "sources": lambda v, k: unpack_source_figures(v),
+        }, ("stream",)),
+        schema_fields(STREAM_SCHEMA),
+    )
+)  # fmt: skip
 
 
 __all__ = [

@@ -119,7 +119,15 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
-from spark_impl.checkpoints import decoding, missing_value
+from spark_impl.checkpoints import (
+    Operator,
+    Stage,
+    decoding,
+    missing_value,
+    register,
+    schema_fields,
+    value_buckets,
+)
 from spark_impl.common import (
     VALUE_OUT_OF_RANGE,
     OperatorStreams,
@@ -1105,6 +1113,21 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         report_timers=True, buckets=ENGINE_BUCKETS, block_sessions=ENGINE_BLOCK_SESSIONS,
         chunk_rows=ENGINE_CHUNK_ROWS, seq_unique=seq_unique,
     ).output  # fmt: skip
+
+
+# ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
+
+LAYOUT = register(
+    Operator(
+        "session_windows", LAYOUT_VERSION,
+        Stage({
+            "bucket": lambda v, k: BucketState.from_tuple(v, value_buckets(v)),
+            "blocks": lambda v, k: Sessions.unpack([v]),
+        }, ("bucket",)),
+        Stage({"stream": lambda v, k: NarrowState.from_tuple(v, value_buckets(v))}, ("stream",)),
+        schema_fields(STREAM_SCHEMA),
+    )
+)  # fmt: skip
 
 
 __all__ = [

@@ -104,7 +104,16 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MIN, InvalidConfig
-from spark_impl.checkpoints import CheckpointError, IncompatibleCheckpoint, decoding
+from spark_impl.checkpoints import (
+    CheckpointError,
+    IncompatibleCheckpoint,
+    Operator,
+    Stage,
+    decoding,
+    register,
+    schema_fields,
+    value_buckets,
+)
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -831,6 +840,21 @@ def native_watermark_report(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [{k: p[k] for k in ("batch_id", "input_rows", "watermark")} for p in progress]
+
+
+# ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
+
+LAYOUT = register(
+    Operator(
+        "watermark_propagation", LAYOUT_VERSION,
+        # The graph a value was written for is checked against the stream's settings when
+        # the query runs; here each value is read against its own.
+        Stage({"bucket": lambda v, k: BucketState.from_tuple(v, value_buckets(v), v[2])}, ("bucket",)),
+        Stage({"stream": lambda v, k: StreamState.from_tuple(v, value_buckets(v), stored_sources(v))},
+              ("stream",)),  # fmt: skip
+        schema_fields(STREAM_SCHEMA),
+    )
+)  # fmt: skip
 
 
 __all__ = [

@@ -83,7 +83,16 @@ import pandas as pd
 
 from harness.outputs import TABLES
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
-from spark_impl.checkpoints import NEW_LOCATION, IncompatibleCheckpoint, decoding
+from spark_impl.checkpoints import (
+    NEW_LOCATION,
+    IncompatibleCheckpoint,
+    Operator,
+    Stage,
+    decoding,
+    register,
+    schema_fields,
+    value_buckets,
+)
 from spark_impl.common import (
     OperatorStreams,
     OutputRows,
@@ -1119,6 +1128,22 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         watermark_col="time", seq_col="seq", batch_col="batch", stream_id_col="trace_id",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
     ).output  # fmt: skip
+
+
+# ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
+
+LAYOUT = register(
+    Operator(
+        "window_joins", LAYOUT_VERSION,
+        Stage({
+            "bucket": lambda v, k: BucketState.from_tuple(v, value_buckets(v)),
+            "windows": lambda v, k: unpack_window(v),
+            "due": lambda v, k: unpack_due(v),
+        }, ("bucket",)),
+        Stage({"totals": lambda v, k: StreamState.from_tuple(v, value_buckets(v))}, ("totals",)),
+        schema_fields(STREAM_SCHEMA),
+    )
+)  # fmt: skip
 
 
 __all__ = [

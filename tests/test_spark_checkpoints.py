@@ -45,9 +45,12 @@ from spark_impl.checkpoints import (
     operators,
     stage_prefix,
 )
+from spark_impl.engine import area_module, implemented_areas
 from spark_impl.scaleout import check_layout, pack_text, unpack_text
 
 ROOT = Path(__file__).resolve().parent.parent
+for _area in sorted(implemented_areas()):
+    area_module(_area)  # each operator module registers its layout when it is imported
 AREAS = tuple(sorted(operators()))
 THOROUGH = profile_name() == "thorough"
 # Under ci one operator; the seed's next one, so seed 0 does not pick the operator the
@@ -181,8 +184,6 @@ def _truncated(value: tuple[Any, ...]) -> tuple[Any, ...]:
 def test_every_operator_the_engine_runs_is_known_to_the_inspection() -> None:
     """C1: the inspection knows the state of every operator the Spark engine runs, every state
     variable that carries the layout has a genuine value above, and every MapState one too."""
-    from spark_impl.engine import implemented_areas
-
     assert set(implemented_areas()) <= set(AREAS)
     stages = {
         a: [s for s in (op.first, op.middle, op.second) if s is not None] for a, op in operators().items()
