@@ -48,16 +48,20 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from harness.outputs import TABLES, Output
 from harness.traces import ITEM_FIELD_TYPES, InvalidConfig, Trace
+
+LOG = logging.getLogger(__name__)  # one line per query: its area, traces, starts, batches, seconds
 
 #: queries of one run at once: on 2 cores, one plans or restarts while another computes
 DEFAULT_CONCURRENT_QUERIES = 2
@@ -159,7 +163,6 @@ class SparkEngine:
     def _run_queries(
         self, groups: list[dict[str, tuple[int, Trace]]], configs: dict[str, dict[str, Any]]
     ) -> dict[str, Output]:
-        import time
         from concurrent.futures import ThreadPoolExecutor
 
         spark = self.spark  # the session starts here, not in a pool thread
@@ -208,6 +211,7 @@ class SparkEngine:
 
         work = tempfile.mkdtemp(prefix="spark-engine-")
         areas = sorted({t.area for _, t in traces.values()})
+        began = time.perf_counter()
         try:
             path = os.path.join(work, "input.parquet")
             write_trace_file(path, _rows_table(traces))
@@ -235,6 +239,10 @@ class SparkEngine:
             rows = spark.read.parquet(sink).collect()
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        LOG.info(
+            "%s: %d traces, %d query starts, %d micro-batches, %.1f s",
+            "+".join(areas), len(traces), len(stops), num_batches, time.perf_counter() - began,
+        )  # fmt: skip
         return _split(rows, traces)
 
     def _run_until(
