@@ -202,7 +202,7 @@ def generated_vectors(areas: Sequence[str], count: int, seed: int) -> list[Vecto
     vectors: list[Vector] = []
     for area in areas:
         module = importlib.import_module(f"strategies.{area}")
-        traces = differential_traces(module.DIFFERENTIAL, count, seed)
+        traces = differential_traces(module.DIFFERENTIAL, count, seed, every_restart=True)
         expected = expected_output(traces)
         for i, (trace, answer) in enumerate(zip(traces, expected, strict=True)):
             reached = module.cases_reached(trace, _as_result(answer))

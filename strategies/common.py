@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -541,20 +542,34 @@ Parts = tuple[tuple[st.SearchStrategy[Trace], float], ...]
 _DRAWN: dict[tuple[str, int, int], list[Trace]] = {}
 
 
-def differential_traces(parts: Parts, n: int | None = None, seed_value: int | None = None) -> list[Trace]:
+def differential_traces(
+    parts: Parts, n: int | None = None, seed_value: int | None = None, *, every_restart: bool = False
+) -> list[Trace]:
     """The traces a differential run of ``parts`` sends to an engine: the profile's number
-    (``n``), drawn from the run's seed; the same arguments give the same traces, cached, so
-    the generator-coverage count sees exactly what the engines are given."""
+    (``n``), drawn from the run's seed, their restart points on the profile's boundaries
+    (``every_restart``: where they were drawn, whatever the profile); the same arguments give
+    the same traces, cached, so the generator-coverage count sees exactly what the engines are
+    given."""
     n = differential_budget().traces if n is None else n
     seed_value = run_seed() if seed_value is None else seed_value
-    key = (repr(parts), n, seed_value)  # a composite strategy's repr names its arguments
+    positions = None if every_restart else differential_budget().restart_positions
+    key = (repr(parts), n, seed_value, positions)  # a composite strategy's repr names its arguments
     if key not in _DRAWN:
         traces: list[Trace] = []
         for i, (strategy, share) in enumerate(parts):
             count = n - len(traces) if i == len(parts) - 1 else max(1, round(n * share))
             traces += generate(strategy, count, seed_value + i)
-        _DRAWN[key] = traces
+        _DRAWN[key] = [fold_restarts(t, positions) for t in traces] if positions else traces
     return _DRAWN[key]
+
+
+def fold_restarts(trace: Trace, positions: Sequence[int]) -> Trace:
+    """``trace`` with each restart point moved to the nearest of ``positions`` (which hold 0) at
+    or before it: a trace that restarts still does, on fewer distinct boundaries."""
+    if not trace.restart_after:
+        return trace
+    folded = frozenset(max(p for p in positions if p <= r) for r in trace.restart_after)
+    return replace(trace, restart_after=folded)
 
 
 def check_generated(engine: Engine, *parts: tuple[st.SearchStrategy[Trace], float]) -> Report:
