@@ -44,27 +44,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if idle:
         items[:] = [i for i in items if i not in idle]
         config.hook.pytest_deselected(items=idle)
+    # The coverage tests read the background count: last, so it has the whole run to finish.
+    counting = [i for i in items if i.path.name == COVERAGE_TESTS]
+    items[:] = [i for i in items if i.path.name != COVERAGE_TESTS] + counting
     if replaying() is not None:
         return  # --replay: the differential tests run the file's traces instead
     for item in items:
         parts = getattr(getattr(item, "module", None), "DIFFERENTIAL", None)
-        marker = item.get_closest_marker("prerun_traces")
         if getattr(item, "originalname", "") == DIFFERENTIAL_TEST and parts is not None:
             item.stash[PRERUN_TRACES] = functools.partial(differential_traces, tuple(parts))
-        elif marker is not None:
-            item.stash[PRERUN_TRACES] = marker.args[0]
 
+
+COVERAGE_TESTS = "test_generator_coverage.py"
 
 # Each area's differential test: check_generated(engine_under_test, *DIFFERENTIAL) of its module.
 DIFFERENTIAL_TEST = "test_engine_agrees_with_the_oracle"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    # The generator-coverage draws start now, on the core the Spark suites leave idle.
+    # The generator-coverage draws start now, at the lowest priority: on what the Spark suites
+    # leave idle.
     areas = [
         i.callspec.params["area"]
         for i in session.items
-        if i.path.name == "test_generator_coverage.py" and hasattr(i, "callspec")
+        if i.path.name == COVERAGE_TESTS and hasattr(i, "callspec")
     ]
     if areas and not session.config.option.collectonly:
         start_background_count(areas)
