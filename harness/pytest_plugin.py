@@ -564,6 +564,9 @@ def pytest_collection_modifyitems(
             config.hook.pytest_deselected(items=spark_only)
     oracle_only: list[pytest.Item] = []
     for item in items:
+        marker = item.get_closest_marker("prerun_traces")
+        if marker is not None and PRERUN_TRACES not in item.stash:
+            item.stash[PRERUN_TRACES] = marker.args[0]
         engine_id = _engine_of(item)
         if engine_id is None:
             continue

@@ -1,8 +1,9 @@
 """The portable test vectors (spec/vectors.md) through the command-line tool.
 
 * The committed set under vectors/ is what an export writes now (not stale), and it
-  passes on the engine under test: all of it on the oracle, a handful on Spark (the
-  suites already run everything on Spark).
+  passes on the engine under test: all of it on the oracle through the command, a
+  handful on Spark (the suites already run everything on Spark), answered from the
+  session's pre-run through the same in-process runner.
 * Every deliberately wrong vector of tests/wrong_expectations.jsonl is rejected.
 * A malformed file stops with an error naming the file, the line and the problem.
 * Arrow IPC files hold the same cases as JSON Lines.
@@ -22,9 +23,10 @@ from typing import Any
 import pytest
 
 from harness.cli import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
-from harness.pytest_plugin import EngineHandle
-from harness.vector_check import check_all
-from harness.vectors import read_vectors, vector_json
+from harness.engine_runner import run_in_process
+from harness.pytest_plugin import EngineHandle, prerun_engine
+from harness.vector_check import check_all, failure_text
+from harness.vectors import Vector, read_vectors, vector_json
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "vectors"
@@ -56,20 +58,33 @@ def test_the_committed_vectors_are_what_an_export_writes(capsys: pytest.CaptureF
     assert "up to date" in out
 
 
+def spark_subset() -> list[Vector]:
+    chosen = [v for v in read_vectors([VECTORS]).vectors if v.id in SPARK_SUBSET]
+    assert {v.id for v in chosen} == set(SPARK_SUBSET), sorted(set(SPARK_SUBSET) - {v.id for v in chosen})
+    return chosen
+
+
 @pytest.mark.clauses("TR-8", "TR-9")
+# Spark's cases go with the session's pre-run, not in a query of their own
+@pytest.mark.prerun_traces.with_args(lambda: [v.trace for v in spark_subset()])
 def test_the_committed_vectors_pass_on_the_engine(
-    engine: EngineHandle, capsys: pytest.CaptureFixture[str]
+    engine: EngineHandle, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
-    cases: list[str] = []
     if engine.id == "spark":
-        committed = {v.id for v in read_vectors([VECTORS]).vectors}
-        assert set(SPARK_SUBSET) <= committed, sorted(set(SPARK_SUBSET) - committed)
-        cases = [arg for case_id in SPARK_SUBSET for arg in ("--case", case_id)]
-    code, out, err = run_cli(capsys, "run", str(VECTORS), "--engine", engine.id, "--no-progress", *cases)
+        # The command's in-process path is the same for every engine (the oracle's run below
+        # goes through it); Spark's answers come from the pre-run, through the same runner.
+        chosen = spark_subset()
+        results = run_in_process(prerun_engine(request.config, engine.id), chosen)
+        outcomes = check_all(chosen, results)
+        assert [o.status for o in outcomes] == ["pass"] * len(chosen), [
+            failure_text(o) for o in outcomes if o.status != "pass"
+        ]
+        return
+    code, out, err = run_cli(capsys, "run", str(VECTORS), "--engine", engine.id, "--no-progress")
     assert code == EXIT_OK, out + err
     summary = out.strip().splitlines()[-1]
-    expected = len(SPARK_SUBSET) if engine.id == "spark" else len(read_vectors([VECTORS]).vectors)
-    closing = f": {expected} passed, 0 failed, 0 deviations, 0 unexpected passes, 0 skipped"
+    cases = len(read_vectors([VECTORS]).vectors)
+    closing = f": {cases} passed, 0 failed, 0 deviations, 0 unexpected passes, 0 skipped"
     assert summary.endswith(closing), summary
 
 
