@@ -43,12 +43,22 @@ lowest CPU priority (``nice 19``: it takes only what the Spark queries leave
 idle, where it used to slow the first of them by about 30 s), and the coverage
 tests, which read its counts, run last: the same function, seed and number of
 traces.
+
+The ``ci`` run's count (seed 0, 1000 traces per area) is the same on every run, so
+it is committed: ``strategies/coverage_counts.json`` holds the counts, what they
+were counted under (traces, seed, restart positions, Hypothesis and Python
+versions) and a hash of every project source file the count ran. A run under
+those conditions with those files unchanged reads it and draws nothing;
+``properties/test_generator_coverage.py`` fails when a source changed (refresh:
+``python -m strategies.generator_coverage --write-committed``, about 100 s) and
+counts one area afresh to compare.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import importlib
 import json
 import os
@@ -261,6 +271,76 @@ def count_cases(area: str, traces: int | None = None, seed: int | None = None) -
 RECORDED: dict[str, CaseCounts] = {}
 
 
+# ---- the committed counts of the ci draw ------------------------------------------------------
+
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the counts of every area's ``ci`` draw (seed 0, MIN_TRACES traces), with what they were
+#: counted under and a hash of every project source file the count ran; a run uses them only
+#: while all of that is unchanged, else it counts (``--write-committed`` writes them again)
+COMMITTED = os.path.join(_PROJECT, "strategies", "coverage_counts.json")
+
+
+def _conditions(traces: int, seed: int) -> dict[str, Any]:
+    import hypothesis
+
+    from harness.hypothesis_profiles import differential_budget
+
+    positions = differential_budget().restart_positions
+    return {
+        "hypothesis": hypothesis.__version__,
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "traces": traces,
+        "seed": seed,
+        "restart_positions": list(positions) if positions else None,
+    }
+
+
+def _file_hash(relative: str) -> str:
+    try:
+        with open(os.path.join(_PROJECT, relative), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def stale_sources(data: dict[str, Any]) -> list[str]:
+    """The source files of the committed counts that changed since (or are gone)."""
+    return sorted(path for path, digest in data.get("sources", {}).items() if _file_hash(path) != digest)
+
+
+def committed_counts(traces: int, seed: int, path: str = COMMITTED) -> dict[str, CaseCounts] | None:
+    """The committed counts, when they were counted under these conditions (traces, seed, restart
+    positions, Hypothesis and Python versions) from the project's sources as they are now."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if data.get("conditions") != _conditions(traces, seed) or stale_sources(data):
+        return None
+    return {area: CaseCounts(**counted) for area, counted in data["areas"].items()}
+
+
+def write_committed(counted: dict[str, CaseCounts], traces: int, seed: int, path: str = COMMITTED) -> None:
+    """Writes the counts with the hash of every project module this process has loaded: the
+    modules the count ran (a module it starts to need is imported by one of them, which changed)."""
+    sources = {}
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and os.path.abspath(file).startswith(_PROJECT + os.sep) and file.endswith(".py"):
+            relative = os.path.relpath(os.path.abspath(file), _PROJECT)
+            if not relative.startswith((".", "build")):
+                sources[relative] = _file_hash(relative)
+    data = {
+        "conditions": _conditions(traces, seed),
+        "sources": dict(sorted(sources.items())),
+        "areas": {area: dataclasses.asdict(c) for area, c in counted.items()},
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
 @dataclass
 class BackgroundCount:
     """``python -m strategies.generator_coverage --json`` running beside the tests."""
@@ -288,6 +368,7 @@ class BackgroundCount:
 
 
 _BACKGROUND: BackgroundCount | None = None
+_COMMITTED: dict[str, CaseCounts] = {}  # the committed counts, when they are this run's
 
 
 def start_background_count(areas: list[str]) -> None:
@@ -296,9 +377,13 @@ def start_background_count(areas: list[str]) -> None:
     global _BACKGROUND
     from harness.hypothesis_profiles import differential_budget, run_seed
 
+    global _COMMITTED
     traces = max(differential_budget().traces, MIN_TRACES)
     if not areas or traces == differential_budget().traces or _BACKGROUND is not None:
         return
+    _COMMITTED = committed_counts(traces, run_seed()) or {}
+    if set(areas) <= set(_COMMITTED):
+        return  # the committed counts are this run's: nothing to draw
     work = tempfile.mkdtemp(prefix="generator-coverage-")
     result, log = os.path.join(work, "counts.json"), os.path.join(work, "log.txt")
     command = [sys.executable, "-m", "strategies.generator_coverage", *areas]
@@ -321,13 +406,12 @@ def counted_for_this_run(area: str) -> CaseCounts:
     """The area's counts for this run: from the background count when it covers the area."""
     from harness.hypothesis_profiles import run_seed
 
+    if area in _COMMITTED:
+        return _COMMITTED[area]
     bg = _BACKGROUND
     if bg is not None and area in bg.areas and bg.seed == run_seed():
         return bg.counts(area)
     return count_cases(area)
-
-
-_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -336,9 +420,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces", type=int, default=None, help="traces per area (default: as the suite)")
     parser.add_argument("--seed", type=int, default=None, help="seed (default: the run's, CONFORMANCE_SEED)")
     parser.add_argument("--json", default=None, help="also write the counts of every area to this file")
+    parser.add_argument(
+        "--write-committed", action="store_true",
+        help=f"count the ci draw of every area (seed {TUNED_SEED}, {MIN_TRACES} traces) into {COMMITTED}",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     from harness.hypothesis_profiles import load_profile
 
+    if args.write_committed:
+        load_profile("ci")
+        counted = {area: count_cases(area, MIN_TRACES, TUNED_SEED) for area in AREAS}
+        write_committed(counted, MIN_TRACES, TUNED_SEED)
+        print(f"wrote the counts of {len(counted)} areas to {COMMITTED}")
+        return 0
     load_profile()
     low = 0
     counted_areas: dict[str, Any] = {}
