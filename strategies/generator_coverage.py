@@ -280,7 +280,8 @@ _PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED = os.path.join(_PROJECT, "strategies", "coverage_counts.json")
 
 
-def _conditions(traces: int, seed: int) -> dict[str, Any]:
+def count_conditions(traces: int, seed: int) -> dict[str, Any]:
+    """What a count depends on besides the sources: traces, seed, restart positions, versions."""
     import hypothesis
 
     from harness.hypothesis_profiles import differential_budget
@@ -316,7 +317,7 @@ def committed_counts(traces: int, seed: int, path: str = COMMITTED) -> dict[str,
             data = json.load(f)
     except (OSError, ValueError):
         return None
-    if data.get("conditions") != _conditions(traces, seed) or stale_sources(data):
+    if data.get("conditions") != count_conditions(traces, seed) or stale_sources(data):
         return None
     return {area: CaseCounts(**counted) for area, counted in data["areas"].items()}
 
@@ -332,7 +333,7 @@ def write_committed(counted: dict[str, CaseCounts], traces: int, seed: int, path
             if not relative.startswith((".", "build")):
                 sources[relative] = _file_hash(relative)
     data = {
-        "conditions": _conditions(traces, seed),
+        "conditions": count_conditions(traces, seed),
         "sources": dict(sorted(sources.items())),
         "areas": {area: dataclasses.asdict(c) for area, c in counted.items()},
     }
