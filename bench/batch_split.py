@@ -49,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import measure  # noqa: E402 - bench/measure.py, the shared benchmark helpers
 import scaleout  # noqa: E402 - bench/scaleout.py: its session and subprocess environment
+import workload  # noqa: E402 - bench/workload.py: the noop sink's queries
 
 RESULT = "@@split-result "
 ENGINES = ("ours-sink", "ours", "native")
@@ -104,25 +105,14 @@ def child(spec: dict[str, Any]) -> None:
                 df, key_col="key", event_time_col="ts", bounded_delay_ms=1000, idle_timeout_ms=60_000
             )
         if spec["engine"] == "ours-sink":
-
-            def noop(rows: Any, batch_id: int) -> None:
-                rows.write.format("noop").mode("overwrite").save()
-
-            query = kw.foreach_batch(noop, checkpoint, trigger={"availableNow": True})
+            query = kw.foreach_batch(workload.noop_batch, checkpoint, trigger={"availableNow": True})
         else:
-            query = (
-                kw.output.writeStream.format("noop").outputMode("append").trigger(availableNow=True)
-                .option("checkpointLocation", checkpoint).start()
-            )  # fmt: skip
+            query = workload.to_noop(kw.output, "append", checkpoint)
     else:
-        out = df.groupBy("key").agg(F.max("ts").alias("max_ts"), F.count("*").alias("n"))
-        query = (
-            out.writeStream.format("noop").outputMode("update").trigger(availableNow=True)
-            .option("checkpointLocation", checkpoint).start()
-        )  # fmt: skip
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise RuntimeError(str(query.exception()))
+        query = workload.to_noop(
+            df.groupBy("key").agg(F.max("ts").alias("max_ts"), F.count("*").alias("n")), "update", checkpoint
+        )
+    workload.finish(query)
     progress = [
         {"batch": p.batchId, "rows": p.numInputRows, "duration": dict(p.durationMs),
          "state": [dict(o.customMetrics) for o in p.stateOperators]}

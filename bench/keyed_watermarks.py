@@ -117,6 +117,7 @@ def bench(
         f"{state_kw / keys:.1f}, plain {state_plain / keys:.1f}"
     )
 
+
 # (exact_key_count, sketch_error_rate, sketch_depth): a small and a large compact tracker.
 COMPACT_SIZES = ((10_000, 0.01, 4), (100_000, 0.001, 4))
 COMPACT_SHARDS = 8

@@ -161,7 +161,7 @@ def main() -> None:
     )
     parser.add_argument("--no-windows", action="store_true", help="every late event goes to the policy")
     args = parser.parse_args()
-    globals()["SOURCES"] = args.sources  # make_rows reads the module's count, as bench/suite.py sets it
+    globals()["SOURCES"] = args.sources  # make_rows reads the module's count
 
     with measure.spark_workdir("ld-bench-") as (spark, work):
         bench(
