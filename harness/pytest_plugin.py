@@ -7,7 +7,9 @@
   scenario of an engine needs output, every collected scenario of that engine
   is replayed through the step library (Given/When only) and all their traces
   go to ONE ``engine.run`` call; later steps read the cache. Property tests
-  use ``engine.run(traces)`` on the same cache.
+  use ``engine.run(traces)`` on the same cache. The oracle's tests run
+  first, and that call runs in a thread beside them; every other test waits
+  for it.
 * Tags: clause tags (``@F065-R7``) become ``@pytest.mark.clauses(...)``, the
   marker property tests use; ``@oracle-only`` scenarios run on the reference
   engine only and are deselected, and counted as oracle-only, for the others.
@@ -51,6 +53,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -283,6 +286,7 @@ class EngineHandle:
     _load_error: BaseException | None = None
     cache: dict[str, Output | Exception] = field(default_factory=dict)
     prepared: bool = False
+    background: threading.Thread | None = None  # the pre-run, while it runs beside the oracle's tests
     calls: int = 0  # engine.run calls, for the summary
     traces_run: int = 0
 
@@ -307,10 +311,30 @@ class EngineHandle:
         return self._engine
 
     def prepare(self) -> None:
-        """The session's pre-run of this engine, once, before its first answer."""
+        """The session's pre-run of this engine, once, before its first answer (waiting for it
+        when it runs in the background)."""
         if not self.prepared:
             self.prepared = True
             self.runs.prerun(self)
+        if self.background is not None:
+            self.background.join()
+            self.background = None
+
+    def prepare_in_background(self, beside: int) -> None:
+        """Starts the pre-run's engine.run call in a thread, while the main thread runs the
+        ``beside`` oracle tests ordered first: an engine mostly waits on its own processes (a
+        Spark query on its JVM and Python workers), which leaves a core for the oracle."""
+        if self.prepared:
+            return
+        self.prepared = True
+        todo, scenarios = self.runs.prerun_traces(self)
+        if todo:
+            note = f", in the background beside {beside} oracle tests"
+            self.background = threading.Thread(
+                target=self.runs.run_prerun, args=(self, todo, scenarios, note), name=f"prerun-{self.id}",
+                daemon=True,
+            )  # fmt: skip
+            self.background.start()
 
     def output(self, trace: Trace) -> Output | Exception:
         """Output of one trace: from the session pre-run, or run alone on a miss."""
@@ -375,6 +399,7 @@ class EngineRuns:
         self.handles = {e: EngineHandle(e, self) for e in engine_ids}
         self.items: list[pytest.Item] = []
         self.prerun_notes: list[str] = []
+        self.prerun_skipped: dict[str, int] = {}
         self.expectations: dict[str, Expectations] = {}
         self.unused_files: list[str] = []
 
@@ -414,7 +439,15 @@ class EngineRuns:
     def prerun(self, handle: EngineHandle) -> None:
         """Collects the traces of every selected scenario of this engine, and those the selected
         tests registered (``PRERUN_TRACES``), and runs them once."""
+        todo, scenarios = self.prerun_traces(handle)
+        if todo:
+            self.run_prerun(handle, todo, scenarios)
+
+    def prerun_traces(self, handle: EngineHandle) -> tuple[list[Trace], int]:
+        """The pre-run's traces of this engine and how many of them are scenarios'. Runs in the
+        main thread: replaying scenarios and drawing registered traces use pytest and Hypothesis."""
         traces, skipped = scenario_traces(self.items, handle.id)
+        self.prerun_skipped[handle.id] = skipped
         scenarios = len(traces)
         for item in self.items:
             registered = item.stash.get(PRERUN_TRACES, None)
@@ -426,10 +459,13 @@ class EngineRuns:
                 continue
             for t in generated:
                 traces.setdefault(t.dumps(), t)
-        if not traces:
-            return
         engine = handle.engine()
-        todo = [t for t in traces.values() if t.area in engine.areas]
+        return [t for t in traces.values() if t.area in engine.areas], scenarios
+
+    def run_prerun(self, handle: EngineHandle, todo: list[Trace], scenarios: int, beside: str = "") -> None:
+        """The engine.run call of the pre-run (thread-safe towards the main thread as long as no
+        test of this engine runs: ``EngineHandle.prepare`` waits for it)."""
+        engine = handle.engine()
         started = time.monotonic()
         try:
             handle.run(todo)
@@ -441,9 +477,10 @@ class EngineRuns:
             return
         where = getattr(engine, "description", "")  # e.g. classic Spark or Spark Connect
         label = f"{handle.id} ({where})" if where else handle.id
+        skipped = self.prerun_skipped.get(handle.id, 0)
         self.prerun_notes.append(
-            f"{label}: {len(todo)} traces ({scenarios} of scenarios, {len(traces) - scenarios} registered "
-            f"by tests) in one engine.run call, {time.monotonic() - started:.1f} s"
+            f"{label}: {len(todo)} traces ({scenarios} of scenarios, {len(todo) - scenarios} registered "
+            f"by tests) in one engine.run call, {time.monotonic() - started:.1f} s{beside}"
             + (f" ({skipped} scenarios could not be replayed)" if skipped else "")
         )
 
@@ -591,6 +628,27 @@ def pytest_collection_modifyitems(
     if oracle_only:
         items[:] = [i for i in items if i not in oracle_only]
         config.hook.pytest_deselected(items=oracle_only)
+    # The oracle's tests first: the other engines' pre-runs run beside them (pytest_runtestloop).
+    items[:] = sorted(items, key=lambda i: _engine_of(i) != ORACLE_ENGINE)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    beside = sum(1 for i in session.items if _engine_of(i) == ORACLE_ENGINE)
+    if beside and not session.config.option.collectonly:
+        for handle in session.config.stash[_RUNS].handles.values():
+            if handle.id != ORACLE_ENGINE and any(_engine_of(i) == handle.id for i in session.items):
+                handle.prepare_in_background(beside)
+    yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Only the oracle's tests run beside a background pre-run: any other test may use its engine.
+    if _engine_of(item) != ORACLE_ENGINE:
+        for handle in item.config.stash[_RUNS].handles.values():
+            if handle.background is not None:
+                handle.prepare()
 
 
 TAGGED_SUITES = ("features", "properties")  # TR-12: every test in these folders names its clauses

@@ -3,6 +3,8 @@
 An engine other than the oracle is asked, before its first test, for the traces of every
 selected scenario and of every selected differential test (which register them); the tests
 then read their answers from that run, so an expensive engine pays its fixed costs once.
+That call runs in a thread while the oracle's tests run, and no other test starts before it
+has finished.
 """
 
 from __future__ import annotations
@@ -37,3 +39,108 @@ def test_a_differential_test_and_a_scenario_share_the_engines_one_run(tmp_path: 
     assert engine["engine_run_calls"] == 1, engine
     assert engine["traces_run"] == generated + 1, engine  # and the scenario's one trace
     assert f"(1 of scenarios, {generated} registered by tests) in one engine.run call" in done.stdout
+
+
+FEATURES_CONFTEST = ROOT / "features" / "conftest.py"
+
+FEATURE = """\
+Feature: Two scenarios
+
+  Scenario: One key
+    Given keyed watermarks with a bounded delay of 5000 ms
+    When these events arrive in one batch:
+      | key | event_time |
+      | a   | 7000       |
+    Then the global watermark is 2000
+
+  Scenario: Two keys
+    Given keyed watermarks with a bounded delay of 5000 ms
+    When these events arrive in one batch:
+      | key | event_time |
+      | a   | 7000       |
+      | b   | 9000       |
+    Then the global watermark is 2000
+"""
+
+TEST_MODULE = """\
+from pytest_bdd import scenarios
+
+scenarios("two.feature")
+"""
+
+SLOW_ENGINE = """\
+import threading
+import time
+
+from harness.engine import load_engine
+
+LOG = "events.log"
+
+
+def note(line):
+    with open(LOG, "a") as f:
+        f.write(line + "\\n")
+
+
+class Slow:
+    name = "slow"
+
+    def __init__(self):
+        self.inner = load_engine("reference")
+        self.areas = self.inner.areas
+
+    def run(self, traces):
+        note(f"run start {len(traces)} {threading.current_thread().name}")
+        time.sleep(1.0)
+        try:
+            return self.inner.run(traces)
+        finally:
+            note("run end")
+
+
+ENGINE = Slow()
+"""
+
+LOGGING_CONFTEST = """\
+
+def pytest_runtest_call(item):
+    with open("events.log", "a") as f:
+        f.write("test " + item.name + "\\n")
+"""
+
+
+# Beside the oracle: two scenarios run on the oracle and on a toy engine whose run takes a
+# second and logs its start and end; the project's conftest logs each test as it starts.
+
+
+@pytest.fixture
+def log(pytester: pytest.Pytester) -> list[str]:
+    pytester.makeini("[pytest]\n")
+    pytester.mkdir("features")
+    (pytester.path / "features" / "conftest.py").write_text(
+        FEATURES_CONFTEST.read_text(encoding="utf-8") + LOGGING_CONFTEST
+    )
+    (pytester.path / "features" / "two.feature").write_text(FEATURE)
+    (pytester.path / "features" / "test_two.py").write_text(TEST_MODULE)
+    (pytester.path / "slow_engine.py").write_text(SLOW_ENGINE)
+    pytester.syspathinsert()
+    result = pytester.runpytest(
+        "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", "slow_engine:ENGINE"
+    )  # fmt: skip
+    result.assert_outcomes(passed=4)
+    return (pytester.path / "events.log").read_text().splitlines()
+
+
+def test_the_pre_run_runs_in_a_thread_beside_the_oracles_tests(log: list[str]) -> None:
+    start = next(i for i, line in enumerate(log) if line.startswith("run start"))
+    end = log.index("run end")
+    assert log[start] == "run start 2 prerun-slow_engine:ENGINE", log
+    beside = [line for line in log[start:end] if line.startswith("test ")]
+    assert beside and all(line.endswith("[reference]") for line in beside), log
+
+
+def test_no_test_of_the_engine_starts_before_its_pre_run_ends(log: list[str]) -> None:
+    end = log.index("run end")
+    engine_tests = [i for i, line in enumerate(log) if line.startswith("test ") and "[slow_engine" in line]
+    assert len(engine_tests) == 2 and min(engine_tests) > end, log
+    assert sum(line.startswith("run start") for line in log) == 1, log  # the cache answered them
