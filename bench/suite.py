@@ -3,7 +3,7 @@
 One command measures and writes docs/benchmarks.json, docs/benchmarks.md and
 docs/batch_size.png (``tox -e bench`` runs it after the accuracy reproduction):
 
-    python bench/suite.py            # the committed figures (about 45 minutes on 2 cores)
+    python bench/suite.py            # the committed figures (about 35 minutes on 2 cores)
     python bench/suite.py --rounds 1 --events 10000 --sizes 1000 10000 --out /tmp/bench  # quick
     python bench/suite.py --render   # rewrite the .md and .png from the .json
 

@@ -7,9 +7,9 @@
   scenario of an engine needs output, every collected scenario of that engine
   is replayed through the step library (Given/When only) and all their traces
   go to ONE ``engine.run`` call; later steps read the cache. Property tests
-  use ``engine.run(traces)`` on the same cache. The oracle's tests run
-  first, and that call runs in a thread beside them; every other test waits
-  for it.
+  use ``engine.run(traces)`` on the same cache. The tests that ask the
+  oracle alone run first, and that call runs in a thread beside them; every
+  other test waits for it.
 * Tags: clause tags (``@F065-R7``) become ``@pytest.mark.clauses(...)``, the
   marker property tests use; ``@oracle-only`` scenarios run on the reference
   engine only and are deselected, and counted as oracle-only, for the others.
@@ -322,14 +322,14 @@ class EngineHandle:
 
     def prepare_in_background(self, beside: int) -> None:
         """Starts the pre-run's engine.run call in a thread, while the main thread runs the
-        ``beside`` oracle tests ordered first: an engine mostly waits on its own processes (a
+        ``beside`` tests of the oracle, ordered first: an engine mostly waits on its own processes (a
         Spark query on its JVM and Python workers), which leaves a core for the oracle."""
         if self.prepared:
             return
         self.prepared = True
         todo, scenarios = self.runs.prerun_traces(self)
         if todo:
-            note = f", in the background beside {beside} oracle tests"
+            note = f", in the background beside {beside} tests of the oracle"
             self.background = threading.Thread(
                 target=self.runs.run_prerun, args=(self, todo, scenarios, note), name=f"prerun-{self.id}",
                 daemon=True,
@@ -581,6 +581,7 @@ def spark_only_clauses(items: list[pytest.Item]) -> set[str]:
     return spark - {c for i in items if not _is_spark_only(i) for c in item_clauses(i)}
 
 
+@pytest.hookimpl(tryfirst=True)  # before the suites' own orderings (a conftest may put tests last)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
@@ -629,12 +630,28 @@ def pytest_collection_modifyitems(
         items[:] = [i for i in items if i not in oracle_only]
         config.hook.pytest_deselected(items=oracle_only)
     # The oracle's tests first: the other engines' pre-runs run beside them (pytest_runtestloop).
-    items[:] = sorted(items, key=lambda i: _engine_of(i) != ORACLE_ENGINE)
+    items[:] = sorted(items, key=lambda i: not _beside_prerun(config, i))
+
+
+BESIDE_SUITES = ("features", "properties")  # where a test that names no engine asks the oracle alone
+
+
+def _beside_prerun(config: pytest.Config, item: pytest.Item) -> bool:
+    """Whether a test may run while another engine's pre-run runs: it asks the oracle alone
+    (its engine parameter, or a suite's property without one that is not a Spark test)."""
+    engine_id = _engine_of(item)
+    if engine_id is not None:
+        return engine_id == ORACLE_ENGINE
+    try:
+        suite = item.path.relative_to(config.rootpath).parts[0]
+    except ValueError:
+        return False
+    return suite in BESIDE_SUITES and not _is_spark_only(item)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Any:
-    beside = sum(1 for i in session.items if _engine_of(i) == ORACLE_ENGINE)
+    beside = sum(1 for i in session.items if _beside_prerun(session.config, i))
     if beside and not session.config.option.collectonly:
         for handle in session.config.stash[_RUNS].handles.values():
             if handle.id != ORACLE_ENGINE and any(_engine_of(i) == handle.id for i in session.items):
@@ -645,7 +662,7 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Only the oracle's tests run beside a background pre-run: any other test may use its engine.
-    if _engine_of(item) != ORACLE_ENGINE:
+    if not _beside_prerun(item.config, item):
         for handle in item.config.stash[_RUNS].handles.values():
             if handle.background is not None:
                 handle.prepare()
