@@ -151,6 +151,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "spark_only: a test of the Spark implementation (as a test_spark_* name), run when spark is chosen",
     )
+    config.addinivalue_line(
+        "markers",
+        "oracle_alone: a test that asks no engine but the oracle (nor starts one), so it may run while "
+        "another engine's pre-run runs",
+    )
     engines = list(dict.fromkeys(config.getoption("engines") or DEFAULT_ENGINES))
     config.stash[_RUNS] = EngineRuns(config, engines)
     config.stash[_RESULTS] = {}
@@ -638,10 +643,13 @@ BESIDE_SUITES = ("features", "properties")  # where a test that names no engine 
 
 def _beside_prerun(config: pytest.Config, item: pytest.Item) -> bool:
     """Whether a test may run while another engine's pre-run runs: it asks the oracle alone
-    (its engine parameter, or a suite's property without one that is not a Spark test)."""
+    (its engine parameter, a suite's property without one that is not a Spark test, or the
+    ``oracle_alone`` marker)."""
     engine_id = _engine_of(item)
     if engine_id is not None:
         return engine_id == ORACLE_ENGINE
+    if item.get_closest_marker("oracle_alone") is not None:
+        return True
     try:
         suite = item.path.relative_to(config.rootpath).parts[0]
     except ValueError:

@@ -26,6 +26,8 @@ from harness.engine_runner import CommandEngine
 from harness.vector_check import check_all
 from harness.vectors import read_vectors, vector_json
 
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+
 ROOT = Path(__file__).resolve().parent.parent
 LATE_DATA_VECTORS = [str(ROOT / "vectors" / "features" / "late_data.jsonl"),
                      str(ROOT / "vectors" / "generated" / "late_data.jsonl")]  # fmt: skip

@@ -22,6 +22,8 @@ import pytest
 from harness.cli import EXIT_OK, main
 from harness.expectations import PLACEHOLDER_REASON, Expectations, parse_file
 
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+
 ROOT = Path(__file__).resolve().parent.parent
 BUGGY = "examples.buggy_engine:BuggyEngine"
 SUITES = ("features/test_keyed_watermarks.py", "properties/test_keyed_watermarks.py")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+
 FEATURES = Path(__file__).parents[1] / "features"
 
 NEW_FEATURE = """\

@@ -17,6 +17,8 @@ from pathlib import Path
 import grimp
 import pytest
 
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+
 ROOT = Path(__file__).resolve().parent.parent
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 #: what the harness must never import (issue of the floors: the ground floor names no engine)

@@ -30,6 +30,8 @@ from harness.selftest import selftest
 from harness.vector_check import CaseOutcome, apply_expectations, check_all, check_case, entry_statuses
 from harness.vectors import CaseResult, ExpectedError, Vector, read_vectors
 
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = read_vectors([ROOT / "vectors"]).vectors
 FILES = sorted((ROOT / "expectations").glob("*.toml"))

@@ -13,6 +13,8 @@ import pytest
 
 from harness.outputs import TABLES
 
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

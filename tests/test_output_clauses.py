@@ -31,7 +31,7 @@ FEATURE_VECTORS = ROOT / "vectors" / "features"
 AREAS = sorted(TABLES)
 AREA_TABLES = [(area, table) for area in AREAS for table in TABLES[area]]
 
-pytestmark = pytest.mark.clauses("TR-8")
+pytestmark = [pytest.mark.clauses("TR-8"), pytest.mark.oracle_alone]  # oracle_alone: no Spark
 
 
 def _clauses_of(area: str) -> set[str]:

@@ -18,6 +18,8 @@ import pytest
 
 from harness.hypothesis_profiles import differential_budget
 
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+
 ROOT = Path(__file__).resolve().parent.parent
 # the oracle under another name: an engine the differential tests compare with the oracle
 OTHER = "harness.reference_engine:ReferenceEngine"
@@ -101,6 +103,24 @@ class Slow:
 ENGINE = Slow()
 """
 
+PLAIN_TESTS = """\
+import pytest
+
+
+def note(name):
+    with open("events.log", "a") as f:
+        f.write("test " + name + "\\n")
+
+
+@pytest.mark.oracle_alone
+def test_marked():
+    note("test_marked")
+
+
+def test_unmarked():
+    note("test_unmarked")
+"""
+
 LOGGING_CONFTEST = """\
 
 def pytest_runtest_call(item):
@@ -123,11 +143,13 @@ def log(pytester: pytest.Pytester) -> list[str]:
     (pytester.path / "features" / "two.feature").write_text(FEATURE)
     (pytester.path / "features" / "test_two.py").write_text(TEST_MODULE)
     (pytester.path / "slow_engine.py").write_text(SLOW_ENGINE)
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_plain.py").write_text(PLAIN_TESTS)
     pytester.syspathinsert()
     result = pytester.runpytest(
         "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", "slow_engine:ENGINE"
     )  # fmt: skip
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=6)
     return (pytester.path / "events.log").read_text().splitlines()
 
 
@@ -136,11 +158,13 @@ def test_the_pre_run_runs_in_a_thread_beside_the_oracles_tests(log: list[str]) -
     end = log.index("run end")
     assert log[start] == "run start 2 prerun-slow_engine:ENGINE", log
     beside = [line for line in log[start:end] if line.startswith("test ")]
-    assert beside and all(line.endswith("[reference]") for line in beside), log
+    assert beside and all(line.endswith("[reference]") or line == "test test_marked" for line in beside), log
+    assert "test test_marked" in beside, log  # an oracle_alone test runs beside it too
 
 
 def test_no_test_of_the_engine_starts_before_its_pre_run_ends(log: list[str]) -> None:
     end = log.index("run end")
     engine_tests = [i for i, line in enumerate(log) if line.startswith("test ") and "[slow_engine" in line]
     assert len(engine_tests) == 2 and min(engine_tests) > end, log
+    assert log.index("test test_unmarked") > end, log  # it may use the engine
     assert sum(line.startswith("run start") for line in log) == 1, log  # the cache answered them

@@ -21,10 +21,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from harness.clauses import Clause
 from harness.reports import FORMAT, STATUSES, html, junit_xml, markdown, summary_from_cases, write_reports
 from harness.vector_check import CaseOutcome
 from harness.vectors import ExpectedError, Vector
+
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+
 PLUGIN = ("-p", "harness.pytest_plugin", "--engine", "reference")
 CONFTEST = Path(__file__).parents[1] / "features" / "conftest.py"
 
