@@ -47,6 +47,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import json
@@ -56,7 +57,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -334,7 +335,11 @@ class EngineHandle:
         self.prepared = True
         todo, scenarios = self.runs.prerun_traces(self)
         if todo:
-            note = f", in the background beside {beside} tests of the oracle"
+            # The engine's processes (Spark's JVM) keep the stdout they start with: start them with
+            # one trace here, under pytest's capture as a test would, not on the terminal.
+            with _global_capture(self.runs.config), contextlib.suppress(Exception):
+                self.run([min(todo, key=lambda t: sum(len(b) for b in t.batches))])  # errors: noted below
+            note = f", in the background beside {beside} tests of the oracle, after one trace alone"
             self.background = threading.Thread(
                 target=self.runs.run_prerun, args=(self, todo, scenarios, note), name=f"prerun-{self.id}",
                 daemon=True,
@@ -363,6 +368,20 @@ class EngineHandle:
             results = run_canonical(engine, list(missing.values()))
             self.cache.update(zip(missing.keys(), results, strict=True))
         return [self.cache[k] for k in keys]
+
+
+@contextlib.contextmanager
+def _global_capture(config: pytest.Config) -> Iterator[None]:
+    """pytest's session-wide capture resumed (what it captures goes to the next test's report)."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is None or not capture.is_globally_capturing():
+        yield
+        return
+    capture.resume_global_capture()
+    try:
+        yield
+    finally:
+        capture.suspend_global_capture()
 
 
 @dataclass
