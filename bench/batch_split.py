@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -167,20 +166,8 @@ def stage_name(rdds: Sequence[dict[str, Any]]) -> str:
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    env = scaleout.child_env()  # classic Spark (the event log needs it), Spark's default Arrow chunks
-    log = os.path.join(spec["work"], "child.log")
-    with open(log, "w") as err:
-        done = subprocess.run(
-            [sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE, stderr=err,
-            text=True, env=env, check=False,
-        )  # fmt: skip
-    for line in done.stdout.splitlines():
-        if line.startswith(RESULT):
-            return json.loads(line[len(RESULT) :])
-    with open(log) as f:
-        raise RuntimeError(
-            f"{spec['engine']} failed (exit {done.returncode}):\n" + "".join(f.readlines()[-30:])
-        )
+    # classic Spark (the event log needs it), Spark's default Arrow chunks
+    return scaleout.script_result(__file__, spec, RESULT, spec["engine"])
 
 
 def warm_figures(result: dict[str, Any]) -> dict[str, Any]:

@@ -783,6 +783,23 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def script_result(script: str, spec: dict[str, Any], marker: str, name: str) -> dict[str, Any]:
+    """Runs ``script --child SPEC`` once in a subprocess (``child_env``) and returns its result
+    line, the stdout line that starts with ``marker``; stderr (Spark's log) goes to a file in
+    ``spec["work"]`` whose tail a failure shows."""
+    log = os.path.join(spec["work"], "child.log")
+    with open(log, "w") as err:
+        done = subprocess.run(
+            [sys.executable, script, "--child", json.dumps(spec)], stdout=subprocess.PIPE, stderr=err,
+            text=True, env=child_env(), check=False,
+        )  # fmt: skip
+    for line in done.stdout.splitlines():
+        if line.startswith(marker):
+            return json.loads(line[len(marker) :])
+    with open(log) as f:
+        raise RuntimeError(f"{name} failed (exit {done.returncode}):\n" + "".join(f.readlines()[-30:]))
+
+
 class Child:
     """This script in a subprocess (``--child``); stdout carries its result lines, stderr (Spark's
     log) goes to a file whose tail is printed if the subprocess fails."""

@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -469,20 +468,7 @@ def spark_schema(schema: Any) -> str:
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     """One run in a subprocess: its warm rate and its fixed cost."""
-    log = os.path.join(spec["work"], "child.log")
-    with open(log, "w") as err:
-        done = subprocess.run(
-            [sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE, stderr=err,
-            text=True, env=scaleout.child_env(), check=False,
-        )  # fmt: skip
-    for line in done.stdout.splitlines():
-        if line.startswith(RESULT):
-            result = json.loads(line[len(RESULT) :])
-            break
-    else:
-        with open(log) as f:
-            tail = "".join(f.readlines()[-30:])
-        raise RuntimeError(f"{spec['area']} {spec['engine']} failed (exit {done.returncode}):\n{tail}")
+    result = scaleout.script_result(__file__, spec, RESULT, f"{spec['area']} {spec['engine']}")
     big = [p for p in result["progress"] if p["batch"] < spec["batches"]]
     tiny = [p for p in result["progress"] if p["batch"] >= spec["batches"]]
     if len(big) != spec["batches"] or len(tiny) != spec["tiny"]:
