@@ -174,6 +174,23 @@ def test_rows_with_no_place_change_nothing_and_a_refused_value_ends_the_segment(
     ]  # fmt: skip
 
 
+@pytest.mark.clauses("TR-16", "OXJ-R3", "OXJ-R6")
+def test_a_join_pair_names_its_events_by_the_tables_seqs() -> None:
+    """Window joins, tumbling x tumbling of 100 ms. Batch 0: right a@0 at seq 3, left a@0 at
+    seq 7 (trace positions 0 and 1). Worked out by hand: the left event arrives second and
+    emits the pair, so the pair and both events it names carry the table's seqs, 7 and 3; the
+    conformance job once expected the positions in left_seq and right_seq."""
+    ev = {"kind": "event", "key": "a", "event_time": 0, "batch": 0}
+    table = _table("window_joins", {"join": "tumbling_tumbling", "size_ms": 100}, [
+        {**ev, "seq": 3, "side": "right"},
+        {**ev, "seq": 7, "side": "left"},
+        {"kind": "batch_end", "batch": 0, "seq": 8},
+    ], batches=1)  # fmt: skip
+    out = expected_output(table)
+    assert not isinstance(out, Exception)
+    assert out["pairs"] == [(0, 7, "a", 0, 7, 0, 0, 0, 3, 0, 0)]
+
+
 @pytest.mark.clauses("TR-16", "TR-7", "OXL-R16")
 def test_a_null_kind_is_unsupported_and_a_null_field_is_missing() -> None:
     """Late data: a row of no kind is unsupported_item; an event without its time is

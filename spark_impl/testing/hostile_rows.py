@@ -435,8 +435,10 @@ def expected_output(table: HostileTable) -> Output | Exception:
     return map_back(table.area, answer, m)
 
 
-# A position column of a table and the batch column it counts in.
-SEQ_COLUMNS = {"seq": "batch", "arrival_seq": "arrival_batch"}
+# A position column of a table and the batch column it counts in (a join pair names two events).
+SEQ_COLUMNS = {
+    "seq": "batch", "arrival_seq": "arrival_batch", "left_seq": "left_batch", "right_seq": "right_batch",
+}  # fmt: skip
 
 
 def map_back(area: str, answer: Output, m: Meaning) -> Output:
