@@ -8,15 +8,16 @@ a processor, the error also names the stream and is raised from one frame.
 
 With Spark: a checkpoint written by the real operators in a child process whose state values
 are altered as they are written (an import hook in the child's ``sitecustomize``, so every
-Python worker of that child stamps ``LAYOUT_VERSION + 1``, or drops a byte of a value, exactly
-as another release or a damaged disk would leave them; the operators' code is not touched) is
-refused by ``check_checkpoint`` before a query starts, and by the running query when it is
-started without the inspection; a sound checkpoint passes, and so does an absent one.
+Python worker of that child stamps ``LAYOUT_VERSION + 1``, or drops a byte of a value (sets
+the last number of a value of numbers only to -1), exactly as another release or a damaged
+disk would leave them; the operators' code is not touched) is refused by ``check_checkpoint``
+before a query starts, and by the running query when it is started without the inspection; a
+sound checkpoint passes, and so does an absent one.
 
 | profile | operators | checkpoints written by the child |
 |---|---|---|
 | ci, dev | one, chosen from the run's seed | sound, another layout |
-| thorough | all eight | sound, another layout, damaged |
+| thorough | all nine | sound, another layout, damaged |
 """
 
 from __future__ import annotations
@@ -355,6 +356,9 @@ def tamper(value):
         for i, part in enumerate(value):
             if isinstance(part, bytes) and len(part) >= 8 and len(part) % 8 == 0:
                 return (*value[:i], part[:-1], *value[i + 1:])
+        # a value of numbers only (exactly-once's): its last count or setting below any it can hold
+        if len(value) > 2 and all(type(part) is int for part in value):
+            return (*value[:-1], -1)
     return value
 
 
@@ -569,10 +573,11 @@ def test_spark_a_checkpoint_it_cannot_continue_from_is_refused_before_and_while_
 ) -> None:
     """C2, C3, C4. ``newer``: values stamped with the next layout version; the inspection
     refuses the checkpoint naming every chosen operator's first stage with both versions and
-    what to do. ``damaged`` (thorough): values written with a byte missing from a binary field;
-    the inspection refuses it as damaged, naming operator, state variable and stream. Either
-    way the query started without the inspection fails, and the Python error it reports is that
-    refusal, raised by the stage's handleInputRows (nothing of numpy, Arrow or Spark above it)."""
+    what to do. ``damaged`` (thorough): values written with a byte missing from a binary field,
+    or with their last number -1 where a value has numbers only; the inspection refuses it as
+    damaged, naming operator, state variable and stream. Either way the query started without
+    the inspection fails, and the Python error it reports is that refusal, raised by the stage's
+    handleInputRows (nothing of numpy, Arrow or Spark above it)."""
     from spark_impl.checkpoints import check_checkpoint
     from spark_impl.session import get_spark
 
@@ -604,7 +609,7 @@ def test_spark_a_checkpoint_it_cannot_continue_from_is_refused_before_and_while_
             found = where.format(area=area, stage="(first|second)", variable=r"\w+")
             assert any(
                 re.match(found + "a state value of the checkpoint does not decode: ", p) for p in problems
-            ), problems
+            ), (area, problems)
         _refused_while_running(work, mode, traces, error, "does not decode")
 
 
