@@ -16,7 +16,9 @@ are mapped to the table's before the comparison.
 | thorough | all seven | 12 | 4 |
 
 Under ``ci`` the hostile-row test (properties/test_hostile_rows.py) also repeats seqs in every
-operator's tables, in its own one query; this test adds the seven operators under thorough.
+operator's tables, in its own one query, a user's row of kind "tick" sharing an event's seq
+among them (two operators add "tick" rows of their own, and must not take the user's for
+theirs); this test adds the other operators under thorough.
 The marking step itself (``spark_impl.scaleout._MarkDuplicates``) is also checked without
 Spark, on Arrow batches.
 """
@@ -291,46 +293,3 @@ def test_duplicate_seq_items_carry_no_fields() -> None:
     for given in ({"key": "a"}, {"value": 1}, {"event_time": 0}, {"raw": "x"}):
         with pytest.raises(InvalidTrace, match="no fields"):
             Item("duplicate_seq", **given)
-
-
-@pytest.mark.clauses("TR-15", "TR-16")
-def test_spark_a_users_tick_row_that_shares_a_seq_is_a_duplicate_like_any_other_row(tmp_path: Path) -> None:
-    """Two operators add processing-time rows of kind "tick" of their own, which the check leaves
-    out; a user's row of that kind is an item (TR-16), so a user's "tick" that shares its seq with
-    an event makes both rows duplicate_seq errors in every area. (The conformance job found an
-    operator that left the user's row out too, and so decided the event.)"""
-    tables: dict[str, Table] = {}
-    for area in AREAS:
-        trace = next(t for t in drawn_traces(area, 3, run_seed()) if t.batches and t.batches[0])
-        first = [(s, item) for s, item in enumerate(trace.batches[0])]
-        one_batch = Trace(area, trace.config, (trace.batches[0],))
-        # the user's tick: written below over the kind of this copy of the first row
-        tables[f"{area[:4]}tick"] = table_of(one_batch, [[*first, first[0]]])
-    expected = {}
-    for tid, t in tables.items():
-        oracle = importlib.import_module(f"reference.{t.trace.area}").run_trace(t.trace)
-        expected[tid] = with_table_seqs(t.trace.area, oracle, t.seqs)
-    assert all(sum(r[-1] == "duplicate_seq" for r in e["errors"]) == 2 for e in expected.values())
-    real_input_table = input_table
-
-    def with_user_ticks(ts: Mapping[str, Table]) -> Any:
-        import pyarrow as pa
-
-        table = real_input_table(ts)
-        kinds = table.column("kind").to_pylist()
-        ids, seqs = table.column("trace_id").to_pylist(), table.column("seq").to_pylist()
-        seen: set[str] = set()
-        for i, (tid, seq) in enumerate(zip(ids, seqs, strict=True)):
-            if seq == 0 and kinds[i] != "batch_end":
-                if tid in seen:
-                    kinds[i] = "tick"  # the second row of seq 0: the copy
-                seen.add(tid)
-        return table.set_column(table.schema.get_field_index("kind"), "kind", pa.array(kinds, pa.string()))
-
-    globals()["input_table"] = with_user_ticks
-    try:
-        actual = run_spark(tables, tmp_path)
-    finally:
-        globals()["input_table"] = real_input_table
-    for tid in tables:
-        assert actual[tid] == expected[tid], f"{tid}: expected {expected[tid]}\nactual {actual[tid]}"

@@ -646,6 +646,16 @@ def _duplicate(rows: list[dict[str, Any]], rng: random.Random) -> str | None:
     return f"seq {rows[i]['seq']} given twice"
 
 
+def _user_tick(rows: list[dict[str, Any]]) -> str | None:
+    """A user's row of kind "tick" that shares the seq of the first placed event (TR-15, TR-16):
+    both rows are duplicate_seq items, although two operators add "tick" rows of their own."""
+    for i, r in enumerate(rows):
+        if r["kind"] == "event" and r["seq"] is not None and r["batch"] is not None:
+            rows.insert(i + 1, {**r, "kind": "tick"})
+            return f"a user's tick sharing seq {r['seq']}"
+    return None
+
+
 def _append_load(rows: list[dict[str, Any]], rng: random.Random) -> str:
     """A load row with a hostile report, after the items of a batch (its marker is renumbered)."""
     markers = [i for i, r in enumerate(rows) if r["kind"] == MARKER]
@@ -695,12 +705,14 @@ def hostile_tables(
     area: str, count: int, seed: int, max_batches: int, typing: Typing, rate: float = 0.3
 ) -> list[HostileTable]:
     """``count`` tables of ``area`` from its generated traces, each row mutated with probability
-    ``rate``, a duplicate seq per batch on average and some tables' seqs shifted (gaps, negative
-    seqs); then one table of a null stream id (TR-16) with the operator's own settings."""
+    ``rate``, a duplicate seq per batch on average, a user's "tick" row sharing an event's seq
+    in the first table with an event, and some tables' seqs shifted (gaps, negative seqs); then
+    one table of a null stream id (TR-16) with the operator's own settings."""
     rng = random.Random(f"{area}/{seed}/{typing.name}")
     chosen = mutations_of(area)
     names = sorted(chosen)
     tables: list[HostileTable] = []
+    ticked = False  # the first table with an event gets a user's tick sharing its seq
     def candidates() -> Iterator[Trace]:
         yield from generated_traces(area, 2 * count + 4, seed, max_batches)
         # A narrow typing can refuse most of an area's traces (ids next to the i64 bounds): more
@@ -748,6 +760,11 @@ def hostile_tables(
         for _ in range(rng.randrange(len(trace.batches) + 1)):
             what = _duplicate(rows, rng)
             if what:
+                done.append(f"duplicate seq: {what}")
+        if not ticked:
+            what = _user_tick(rows)
+            if what:
+                ticked = True
                 done.append(f"duplicate seq: {what}")
         if rng.random() < 0.3:
             shift = rng.choice((-5, -(2**40), 2**40))
