@@ -44,9 +44,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if idle:
         items[:] = [i for i in items if i not in idle]
         config.hook.pytest_deselected(items=idle)
-    # The coverage tests read the background count: last, so it has the whole run to finish.
+    # The coverage tests read the background count: last, so it has the whole run to finish;
+    # the kill tests read the background killed run: just before them, for the same reason.
     counting = [i for i in items if i.path.name == COVERAGE_TESTS]
-    items[:] = [i for i in items if i.path.name != COVERAGE_TESTS] + counting
+    killing = [i for i in items if i.path.name == FAULT_TESTS]
+    late = {*counting, *killing}
+    items[:] = [i for i in items if i not in late] + killing + counting
     if replaying() is not None:
         return  # --replay: the differential tests run the file's traces instead
     for item in items:
@@ -56,6 +59,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 COVERAGE_TESTS = "test_generator_coverage.py"
+FAULT_TESTS = "test_faults.py"
+
 
 # Each area's differential test: check_generated(engine_under_test, *DIFFERENTIAL) of its module.
 DIFFERENTIAL_TEST = "test_engine_agrees_with_the_oracle"

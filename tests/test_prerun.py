@@ -122,8 +122,19 @@ def test_marked():
     note("test_marked")
 
 
+def start():
+    with open("events.log", "a") as f:
+        f.write("after_prerun start\\n")
+
+
+@pytest.mark.after_prerun.with_args(start)
 def test_unmarked():
     note("test_unmarked")
+
+
+@pytest.mark.after_prerun.with_args(start)
+def test_second_reader():
+    note("test_second_reader")
 """
 
 LOGGING_CONFTEST = """\
@@ -154,7 +165,7 @@ def log(pytester: pytest.Pytester) -> list[str]:
     result = pytester.runpytest(
         "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", "slow_engine:ENGINE"
     )  # fmt: skip
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     assert "the slow engine starts" not in result.stdout.str()  # captured, as in a test
     return (pytester.path / "events.log").read_text().splitlines()
 
@@ -177,3 +188,11 @@ def test_no_test_of_the_engine_starts_before_its_pre_run_ends(log: list[str]) ->
     assert len(engine_tests) == 2 and min(engine_tests) > end, log
     assert log.index("test test_unmarked") > end, log  # it may use the engine
     assert sum(line.startswith("run start") for line in log) == 2, log  # the cache answered them
+
+
+def test_an_after_prerun_function_is_called_once_when_the_pre_run_is_over(log: list[str]) -> None:
+    """Two tests name it; it runs once, after the pre-run and before the first test that waited."""
+    end = log.index("run end", log.index("run start 1 prerun-slow_engine:ENGINE"))
+    assert log.count("after_prerun start") == 1, log
+    first_after = min(i for i, line in enumerate(log) if line.startswith("test ") and i > end)
+    assert end < log.index("after_prerun start") < first_after, log

@@ -403,7 +403,9 @@ def _child_env(work: Path) -> dict[str, str]:
     return env
 
 
-def _start_child(work: Path, kill: Kill | None, n: int) -> tuple[subprocess.Popen[bytes], Any]:
+def _start_child(
+    work: Path, kill: Kill | None, n: int, niceness: int = 0
+) -> tuple[subprocess.Popen[bytes], Any]:
     from spark_impl.testing import fault_child
 
     plan = {"point": kill.point, "batch": kill.batch} if kill else {}
@@ -417,6 +419,7 @@ def _start_child(work: Path, kill: Kill | None, n: int) -> tuple[subprocess.Pope
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own session and process group: killed as one
+        preexec_fn=(lambda: os.nice(niceness)) if niceness else None,
     )
     return proc, log
 
@@ -437,12 +440,14 @@ def run_with_kills(
     child_timeout: float = 900.0,
     keep: bool = False,
     expected: Expected | None = None,
+    niceness: int = 0,
 ) -> FaultRun:
     """Runs ``traces`` (valid configs, any areas) as one Spark query killed at each of ``kills``
     in turn (each reachable after the one before: ``reachable_after``), checks the sink after
     every kill and at the end, and returns what it found in ``FaultRun.problems`` (empty: nothing
     lost, nothing twice). Raises FaultHarnessError when a child fails, hangs or outlives its
-    kill. The work dir goes unless ``keep`` or something went wrong (its child logs help then)."""
+    kill. The work dir goes unless ``keep`` or something went wrong (its child logs help then).
+    ``niceness`` lowers the children's CPU priority (19: they take only what is left idle)."""
     from spark_impl.engine import _rows_table
     from spark_impl.testing import fault_child
     from spark_impl.trace_source import write_trace_file
@@ -470,7 +475,7 @@ def run_with_kills(
         )
         sink, checkpoint = work / "sink", work / "checkpoint"
         for n, kill in enumerate([*kills, None]):
-            record = _one_child(work, n, kill, run, child_timeout)
+            record = _one_child(work, n, kill, run, child_timeout, niceness)
             if record is not None:
                 record.interrupted = _interrupted(traces, record.kill.batch)
                 run.kills.append(record)
@@ -493,12 +498,14 @@ def run_with_kills(
     return run
 
 
-def _one_child(work: Path, n: int, kill: Kill | None, run: FaultRun, timeout: float) -> KillRecord | None:
+def _one_child(
+    work: Path, n: int, kill: Kill | None, run: FaultRun, timeout: float, niceness: int = 0
+) -> KillRecord | None:
     """Child ``n`` from start to its kill (the record) or to its end (None)."""
     from spark_impl.testing import fault_child
 
     reached = work / fault_child.REACHED_FILE
-    proc, log = _start_child(work, kill, n)
+    proc, log = _start_child(work, kill, n, niceness)
     run.child_starts += 1
     t0 = time.monotonic()
     log_path = work / f"child-{n}.log"
