@@ -659,13 +659,13 @@ def pytest_collection_modifyitems(
         items[:] = [i for i in items if i not in oracle_only]
         config.hook.pytest_deselected(items=oracle_only)
     # The oracle's tests first: the other engines' pre-runs run beside them (pytest_runtestloop).
-    items[:] = sorted(items, key=lambda i: not beside_prerun(config, i))
+    items[:] = sorted(items, key=lambda i: not _beside_prerun(config, i))
 
 
 BESIDE_SUITES = ("features", "properties")  # where a test that names no engine asks the oracle alone
 
 
-def beside_prerun(config: pytest.Config, item: pytest.Item) -> bool:
+def _beside_prerun(config: pytest.Config, item: pytest.Item) -> bool:
     """Whether a test may run while another engine's pre-run runs: it asks the oracle alone
     (its engine parameter, a suite's property without one that is not a Spark test, or the
     ``oracle_alone`` marker)."""
@@ -683,7 +683,7 @@ def beside_prerun(config: pytest.Config, item: pytest.Item) -> bool:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Any:
-    beside = sum(1 for i in session.items if beside_prerun(session.config, i))
+    beside = sum(1 for i in session.items if _beside_prerun(session.config, i))
     if beside and not session.config.option.collectonly:
         for handle in session.config.stash[_RUNS].handles.values():
             if handle.id != ORACLE_ENGINE and any(_engine_of(i) == handle.id for i in session.items):
@@ -694,7 +694,7 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Only the oracle's tests run beside a background pre-run: any other test may use its engine.
-    if not beside_prerun(item.config, item):
+    if not _beside_prerun(item.config, item):
         for handle in item.config.stash[_RUNS].handles.values():
             if handle.background is not None:
                 handle.prepare()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib
 import random
-import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +33,15 @@ from harness.hypothesis_profiles import SEED_VAR, profile_name, run_seed
 from harness.replay import current_test, replay_command, replay_traces, replaying, seed_command, write_failure
 from harness.traces import InvalidConfig, Trace
 from spark_impl.engine import area_module, implemented_areas
-from spark_impl.testing.faults import KILL_POINTS, Expected, FaultRun, Kill, plan_kills, run_with_kills
+from spark_impl.testing.faults import (
+    KILL_POINTS,
+    Expected,
+    FaultRun,
+    Kill,
+    KillsInBackground,
+    plan_kills,
+    run_with_kills,
+)
 
 AREAS = tuple(sorted(implemented_areas()))
 
@@ -118,23 +125,14 @@ def _plan(b: Budget, traces: list[Trace], expected: Expected) -> list[Kill]:
 _RUNS: dict[Budget, FaultRun] = {}
 
 
-@dataclass
-class _Background:
-    """The budget's killed run going on in a thread: what it returned or raised, once done."""
-
-    thread: threading.Thread
-    run: FaultRun | None = None
-    error: BaseException | None = None
-
-
-_BACKGROUND: dict[Budget, _Background] = {}
+_BACKGROUND: dict[Budget, KillsInBackground] = {}
 
 
 def start_shared_run() -> None:
-    """Start the budget's killed run in a daemon thread, its children at the lowest CPU priority,
-    so it takes the core the in-process Spark tests leave idle and its tests (run last) find it
-    done. The traces and the plan are drawn here, in the caller's thread (Hypothesis is not
-    thread-safe); a draw that fails leaves it to the tests, which report it."""
+    """Start the budget's killed run in the background (``KillsInBackground``), so it takes the
+    core the in-process Spark tests leave idle and its tests (run last) find it done. The traces
+    and the plan are drawn here, in the caller's thread (Hypothesis is not thread-safe); a draw
+    that fails leaves it to the tests, which report it."""
     b = budget()
     if b in _BACKGROUND or b in _RUNS or replaying() is not None:
         return
@@ -144,29 +142,15 @@ def start_shared_run() -> None:
         plan = _plan(b, traces, expected)
     except Exception:  # noqa: BLE001 - the tests draw again and fail with it
         return
-
-    def work() -> None:
-        try:
-            background.run = run_with_kills(traces, plan, expected=expected, niceness=19)
-        except BaseException as error:  # noqa: BLE001 - re-raised by the test that reads it
-            background.error = error
-
-    background = _Background(threading.Thread(target=work, name="fault-run", daemon=True))
-    _BACKGROUND[b] = background
-    background.thread.start()
+    _BACKGROUND[b] = KillsInBackground(traces, plan, expected=expected)
 
 
 def _shared_run(b: Budget) -> FaultRun:
     """The budget's one killed run: the background one when started, else made by the first
     operator's test that needs it."""
     if b not in _RUNS:
-        background = _BACKGROUND.get(b)
-        if background is not None:
-            background.thread.join()
-            if background.error is not None:
-                raise background.error
-            assert background.run is not None
-            _RUNS[b] = background.run
+        if b in _BACKGROUND:
+            _RUNS[b] = _BACKGROUND[b].result()
         else:
             traces = _chosen_traces(b)
             expected = Expected.of(traces)

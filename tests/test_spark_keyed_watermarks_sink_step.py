@@ -19,7 +19,6 @@ tests check what only a failure or an old checkpoint shows:
 from __future__ import annotations
 
 import shutil
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import pytest
 
 from harness.traces import Item, Trace
 from spark_impl.checkpoints import IncompatibleCheckpoint
-from spark_impl.testing.faults import Kill, run_with_kills
+from spark_impl.testing.faults import Kill, KillsInBackground
 
 KEYED = "keyed_watermarks"
 
@@ -46,35 +45,21 @@ def _trace(shift: int) -> Trace:
     )
 
 
-_KILLED: dict[str, Any] = {}
+_KILLED: list[KillsInBackground] = []
 
 
 def start_killed_run() -> None:
-    """The killed query in a daemon thread, its child processes at the lowest CPU priority: it
-    takes the core the other Spark tests leave idle once the pre-run is over."""
-    if "thread" in _KILLED:
-        return
-
-    def work() -> None:
-        try:
-            _KILLED["run"] = run_with_kills(
-                [_trace(0), _trace(1000)], [Kill(1, "after_sink")], keep=True, niceness=19
-            )
-        except BaseException as error:  # noqa: BLE001 - re-raised by the test
-            _KILLED["error"] = error
-
-    _KILLED["thread"] = threading.Thread(target=work, name="sink-step-kill", daemon=True)
-    _KILLED["thread"].start()
+    """The killed query in the background: it takes the core the other Spark tests leave idle
+    once the pre-run is over."""
+    if not _KILLED:
+        _KILLED.append(KillsInBackground([_trace(0), _trace(1000)], [Kill(1, "after_sink")], keep=True))
 
 
 @pytest.mark.after_prerun.with_args(start_killed_run)
 @pytest.mark.clauses("TR-17", "F065-R24")
 def test_spark_a_batch_killed_after_its_sink_step_runs_again_from_the_state_before_it() -> None:
     start_killed_run()  # started already in a whole run; alone, now
-    _KILLED["thread"].join()
-    if "error" in _KILLED:
-        raise _KILLED["error"]
-    run = _KILLED["run"]
+    run = _KILLED[0].result()
     try:
         assert [str(k.kill) for k in run.kills] == ["after_sink of batch 1"], run.kills
         assert not run.problems, "\n".join(str(p) for p in run.problems)

@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -496,6 +497,32 @@ def run_with_kills(
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
     return run
+
+
+class KillsInBackground:
+    """``run_with_kills`` in a daemon thread, its children at nice 19 (they take only the CPU the
+    rest leaves idle); ``result()`` waits for it and returns its run or raises what it raised."""
+
+    def __init__(self, traces: Sequence[Trace], kills: Sequence[Kill], **options: Any) -> None:
+        self._run: FaultRun | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._work, args=(list(traces), list(kills), options), name="kill-run", daemon=True
+        )
+        self._thread.start()
+
+    def _work(self, traces: list[Trace], kills: list[Kill], options: dict[str, Any]) -> None:
+        try:
+            self._run = run_with_kills(traces, kills, niceness=19, **options)
+        except BaseException as error:  # noqa: BLE001 - raised again by result()
+            self._error = error
+
+    def result(self) -> FaultRun:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._run is not None
+        return self._run
 
 
 def _one_child(
