@@ -19,7 +19,8 @@ import pytest
 
 from harness.hypothesis_profiles import differential_budget
 
-pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+# Not oracle_alone: pytester's in-process runs restore sys.modules afterwards, which would drop
+# modules a background pre-run imported meanwhile (then pyspark has two Column classes).
 
 ROOT = Path(__file__).resolve().parent.parent
 # the oracle under another name: an engine the differential tests compare with the oracle

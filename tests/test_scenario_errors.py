@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark pre-run
+# Not oracle_alone: pytester's in-process runs restore sys.modules afterwards, which would drop
+# modules a background pre-run imported meanwhile (then pyspark has two Column classes).
 
 PLUGIN = ("-p", "harness.pytest_plugin", "--engine", "reference")
 CONFTEST = Path(__file__).parents[1] / "features" / "conftest.py"
