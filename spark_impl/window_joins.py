@@ -572,10 +572,14 @@ EVENT_COLS = ["batch", "seq", "time", "value"]
 
 
 def _events_frame(rows: list[tuple[str, int, int, np.ndarray]]) -> pd.DataFrame:
-    """Held events as one frame: (key, pane, side, batch, seq, time, value, pos=-1)."""
+    """Held events as one frame: (key, pane, side, batch, seq, time, value, pos, held=True); a
+    held event has no position in this batch (``pos`` is never read for it: a seq may be any
+    int64, so no value of it can mark one)."""
     if not rows:
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "key" else np.int64) for c in
-                             ["key", "pane", "side", *EVENT_COLS, "pos"]})  # fmt: skip
+        frame = pd.DataFrame({c: pd.Series(dtype=object if c == "key" else np.int64) for c in
+                              ["key", "pane", "side", *EVENT_COLS, "pos"]})  # fmt: skip
+        frame["held"] = pd.Series(dtype=bool)
+        return frame
     keys = np.concatenate([np.full(len(ev), k, dtype=object) for k, _, _, ev in rows])
     panes = np.concatenate([np.full(len(ev), p, np.int64) for _, p, _, ev in rows])
     sides = np.concatenate([np.full(len(ev), s, np.int64) for _, _, s, ev in rows])
@@ -583,13 +587,13 @@ def _events_frame(rows: list[tuple[str, int, int, np.ndarray]]) -> pd.DataFrame:
     frame = pd.DataFrame({"key": keys, "pane": panes, "side": sides})
     for i, c in enumerate(EVENT_COLS):
         frame[c] = events[:, i]
-    frame["pos"] = np.int64(-1)
+    frame["pos"] = np.int64(I64_MIN)
+    frame["held"] = True
     return frame
 
 
 def _cross(held: pd.DataFrame, on: list[str]) -> pd.DataFrame:
-    """Every (left, right) of the same ``on`` values, with the later one's position as ``emit``
-    (held events have position -1)."""
+    """Every (left, right) of the same ``on`` values."""
     left = held[held["side"] == LEFT]
     right = held[held["side"] == RIGHT]
     pairs = left.merge(right, on=on, suffixes=("_l", "_r"))
@@ -650,7 +654,7 @@ def pane_batch(
     new = pd.DataFrame({
         "key": ev["key"].to_numpy(object)[rows], "pane": panes, "side": sides[rows],
         "batch": np.int64(batch.b), "seq": seqs[rows], "time": times[rows],
-        "value": ev["value"].to_numpy(np.int64)[rows], "pos": seqs[rows],
+        "value": ev["value"].to_numpy(np.int64)[rows], "pos": seqs[rows], "held": False,
     })  # fmt: skip
     touched = new[["key", "pane"]].drop_duplicates()
     touched_deadlines = pane_deadline(touched["pane"].to_numpy(np.int64), size, lateness)
@@ -664,10 +668,11 @@ def pane_batch(
         stored_rows += [(key, pane, LEFT, found[0]), (key, pane, RIGHT, found[1])]
     held = pd.concat([_events_frame(stored_rows), new], ignore_index=True)
     pairs = _cross(held, ["key", "pane"])
-    pairs = pairs[(pairs["pos_l"] >= 0) | (pairs["pos_r"] >= 0)]
-    pairs = pairs.assign(
-        emit=np.maximum(pairs["pos_l"].to_numpy(np.int64), pairs["pos_r"].to_numpy(np.int64))
-    )
+    pairs = pairs[~(pairs["held_l"].to_numpy(bool) & pairs["held_r"].to_numpy(bool))]
+    pos_l, pos_r = pairs["pos_l"].to_numpy(np.int64), pairs["pos_r"].to_numpy(np.int64)
+    held_l, held_r = pairs["held_l"].to_numpy(bool), pairs["held_r"].to_numpy(bool)
+    # a pair is made when its later event arrives: the new one, or the later of two new ones
+    pairs = pairs.assign(emit=np.where(held_l, pos_r, np.where(held_r, pos_l, np.maximum(pos_l, pos_r))))
     add_pairs(out, batch.b, pairs, route)
     _store_groups(held, windows, ["key", "pane"])
     purged = 0
@@ -742,7 +747,7 @@ def session_batch(
     new = pd.DataFrame({
         "key": ev["key"].to_numpy(object)[taken], "pane": np.int64(0), "side": sides[taken],
         "batch": np.int64(batch.b), "seq": seqs[taken], "time": times[taken],
-        "value": ev["value"].to_numpy(np.int64)[taken], "pos": seqs[taken],
+        "value": ev["value"].to_numpy(np.int64)[taken], "pos": seqs[taken], "held": False,
     })  # fmt: skip
     before = int(_runs(old.sort_values(["key", "side", "time"], kind="stable"), gap).max(initial=-1)) + 1
     held = pd.concat([old, new], ignore_index=True).sort_values(["key", "side", "time"], kind="stable")
@@ -750,7 +755,7 @@ def session_batch(
     held["run"] = _runs(held, gap)
     runs = held.groupby("run", sort=True).agg(
         key=("key", "first"), side=("side", "first"), first=("time", "min"), last=("time", "max"),
-        arrival=("pos", "max"),
+        arrival=("pos", "max"), held_only=("held", "all"),
     )  # fmt: skip
     end = sat_add(runs["last"].to_numpy(np.int64), gap)
     deadline = sat_add(end, lateness)
@@ -758,13 +763,17 @@ def session_batch(
     runs["deadline"] = deadline
     # OXJ-R14, R15: closed at the first watermark row after its last arrival that reaches the deadline
     closed_before = (batch.start is not None) & (deadline <= (0 if batch.start is None else batch.start))
+    # the first watermark row after the run's last arrival; a run of held events only arrived
+    # before every row of this batch
     after = np.searchsorted(batch.wm_seq, runs["arrival"].to_numpy(np.int64), side="right")
+    after[runs["held_only"].to_numpy(bool)] = 0
     reach = np.searchsorted(batch.wm_value, deadline, side="left")
     at = np.maximum(after, reach)
     closes = at < len(batch.wm_seq)
     closing_seq = batch.wm_seq[np.minimum(at, len(batch.wm_seq) - 1)] if len(batch.wm_seq) else 0
-    close_pos = np.where(closed_before, -1, np.where(closes, closing_seq, I64_MAX))
+    close_pos = np.where(closed_before, I64_MIN, np.where(closes, closing_seq, I64_MAX))
     runs["closed"] = closed_before | closes
+    runs["closed_before"] = np.broadcast_to(closed_before, len(runs))
     runs["close_pos"] = close_pos.astype(np.int64)
     runs = runs.reset_index()
     sessions_l = runs[runs["side"] == LEFT]
@@ -775,7 +784,9 @@ def session_batch(
     )
     both = both[overlap]
     emit = np.maximum(both["close_pos_l"].to_numpy(np.int64), both["close_pos_r"].to_numpy(np.int64))
-    ready = both["closed_l"].to_numpy(bool) & both["closed_r"].to_numpy(bool) & (emit >= 0)
+    # made in this batch: both closed, not both before it (those pairs were made already)
+    both_before = both["closed_before_l"].to_numpy(bool) & both["closed_before_r"].to_numpy(bool)
+    ready = both["closed_l"].to_numpy(bool) & both["closed_r"].to_numpy(bool) & ~both_before
     chosen = both[ready].assign(emit=emit[ready])[["run_l", "run_r", "emit", "key"]]
     left_events = held[held["side"] == LEFT][["run", *EVENT_COLS]]
     right_events = held[held["side"] == RIGHT][["run", *EVENT_COLS]]
@@ -1122,11 +1133,14 @@ ENGINE_BUCKETS = 3
 
 def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, its rows
-    carrying their side. ``seq_unique``: the engine's seqs are trace positions (TR-15)."""
+    carrying their side. ``seq_unique``: the engine's seqs are trace positions (TR-15). A row
+    whose stream id is null has the operator's own settings (TR-16): here a tumbling join of
+    10 ms panes, which the hostile-row tests give their null stream too."""
     return window_join_rows(
         df, side_col="side", key_col="key", time_col="event_time", value_col="value", kind_col="kind",
         watermark_col="time", seq_col="seq", batch_col="batch", stream_id_col="trace_id",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
+        join="tumbling_tumbling", size_ms=10,
     ).output  # fmt: skip
 
 
