@@ -54,8 +54,9 @@ def markdown(results: dict[str, Any]) -> str:
         "disorder either way; every watermark delay is 1 s.",
         "",
         "- **ours**: the operator's `foreach_batch`, writing each micro-batch's rows to the noop sink. "
-        "Keyed watermarks runs one stateful Python stage there (its per-stream step runs in the sink); "
-        "every other operator runs two, as its `output` does.",
+        "Every operator runs its per-stream step in the sink there: one stateful Python stage, "
+        "two for session windows (its order stage) and exactly-once aggregation (its key stage), "
+        "one fewer than its `output`.",
         "- **native**: the counterpart in the table, the closest Spark built-in, to the noop sink.",
         "- **events/s**: the events of batches 2.. over their trigger times; **ms/batch**: the median "
         "trigger time of those batches; **fixed cost**: the median trigger time of the "

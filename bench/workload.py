@@ -8,8 +8,7 @@ events, whose trigger time is the fixed cost of a batch that carries almost noth
 running query. Event time rises 1 ms per event with +-500 ms of disorder; keys are uniform.
 
 - ours: the operator's ``foreach_batch`` with a function that writes each micro-batch's rows
-  to the noop sink (keyed watermarks runs its one-stage plan there, every other operator
-  its two stages);
+  to the noop sink (every operator runs its plan with the narrow step in the sink there);
 - native: the counterpart named in ``OPERATORS`` (issue 38's table), to the noop sink.
 
 Each run is a fresh Python subprocess with a fresh session; ours and native take turns

@@ -31,7 +31,7 @@ area (``query_groups``), a few of them at the same time in the one session:
 - each query writes to its own parquet sink with its own checkpoint in a temporary
   directory; after the run the sinks are read back and split per trace. A query of one
   area whose operator can finish its micro-batches in the sink (``engine_streams`` with a
-  ``sink_step``: keyed watermarks) runs that operator's one-stage plan through its
+  ``sink_step``: every area) runs that operator's one-stage plan through its
   ``foreach_batch``, each micro-batch to a folder of its own, as users run ``write_tables``;
   any other query writes ``combined_output`` with Spark's file sink;
 - restarts (TR-5, F065-R24): a query stops after every batch that one of its

@@ -98,6 +98,10 @@ Design (docs/architecture.md draws the stages)
   ``progress``. Table rows pass through the
   second stage in their bucket's group (a stateful stage feeding two
   branches would run twice).
+- SINK STEP: ``write_tables`` and ``foreach_batch`` run the narrow group's work in
+  the sink instead (``spark_impl.scaleout.SinkStep``): each micro-batch's rows of route
+  -1 are collected to the driver and folded with the stream's state, kept in two
+  slots under ``<checkpoint>/sink_step/``; ``output`` runs it in a second stateful stage.
 - STATE: per bucket one ValueState (layout version, bucket count, the
   scalars, and its share of the buffer as an Arrow IPC blob of the buffered
   tuples only, zstd once it is large); per stream one ValueState (the counters, the
@@ -146,10 +150,12 @@ from spark_impl.scaleout import (
     ROUTE,
     SUMMARY_ROUTE,
     BatchSummaryStage,
+    SinkStep,
     WideStage,
     check_layout,
     default_buckets,
     flag_duplicate_seqs,
+    one_stage,
     restore_nulls,
     to_buckets,
     two_stages,
@@ -950,6 +956,8 @@ class EventtimeBufferStreams(OperatorStreams):
     late: Any
     progress: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
 
 def eventtime_buffer(
@@ -1060,11 +1068,16 @@ def eventtime_buffer(
         rows, buckets, arrival, kinds == EVENT, ~kinds.isin(PROBE, CLOCK, END), F.lit(False), "eb_bucket"
     )
     first = BufferBucketProcessor(default, per_stream, seq_col is not None, buckets, batch_col is not None)
-    both = two_stages(
-        rows, "eb_sid", "eb_bucket", first, WIDE_SCHEMA, BufferSummaryProcessor(buckets), PASS_SCHEMA
-    )
+    narrow = BufferSummaryProcessor(buckets)
+    both = two_stages(rows, "eb_sid", "eb_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "eb_")
-    return EventtimeBufferStreams(output=output, **table_projections(output, TABLE_COLUMNS))
+    # write_tables and foreach_batch: the wide stage alone, the narrow step in the sink
+    step = SinkStep("eventtime_buffer", narrow, "stream", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS)
+    wide = one_stage(rows, "eb_sid", "eb_bucket", first, WIDE_SCHEMA)
+    sink_rows = with_unplaced_errors(wide, unplaced, "eb_")
+    return EventtimeBufferStreams(
+        output=output, **table_projections(output, TABLE_COLUMNS), sink_rows=sink_rows, sink_step=step
+    )
 
 
 def _spark_type(name: str) -> Any:
@@ -1076,17 +1089,26 @@ def _spark_type(name: str) -> Any:
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> EventtimeBufferStreams:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, raw cells
-    as JSON. Few buckets: every group costs a Python call per micro-batch, and a trace's handful
-    of tuples still spreads over three. ``seq_unique``: the engine's seqs are trace positions,
-    unique by construction; False checks them (TR-15)."""
+    as JSON; the engine writes a query of this area alone through ``foreach_batch`` (one stateful
+    stage, the narrow step in the sink) and a query mixing areas through ``output``. Few
+    buckets: every group costs a Python call per micro-batch, and a trace's handful of tuples
+    still spreads over three. ``seq_unique``: the engine's seqs are trace positions, unique by
+    construction; False checks them (TR-15)."""
     return eventtime_buffer(
         df, eventtime_col="raw", raw_is_json=True, key_col="key",
         value_col="value", stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time",
         batch_col="batch", messages_col="messages", stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
         seq_unique=seq_unique,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with both stages (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 # ---- the same stages without Spark (tests of the pure code) ---------------------------------

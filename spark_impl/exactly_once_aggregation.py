@@ -76,6 +76,10 @@ none runs twice), all ``transformWithStateInPandas`` in ``timeMode="None"``:
 - NARROW STAGE, one group per stream (route -1 of the last stage): reads the
   summary rows only (a few per bucket and batch), keeps the four totals and
   writes ``progress``; every other row passes through in its bucket's group.
+- SINK STEP: ``write_tables`` and ``foreach_batch`` run the narrow group's work in
+  the sink instead (``spark_impl.scaleout.SinkStep``): each micro-batch's rows of route
+  -1 are collected to the driver and folded with the stream's state, kept in two
+  slots under ``<checkpoint>/sink_step/``; ``output`` runs it in a third stateful stage.
 - EXACT: ids, sequences and counts are int64 end to end and cross between the
   stages as a value and a null mask; amounts cross as their bits.
 - RESTART (OXE-R13, R19): everything is in the state store under the
@@ -141,6 +145,7 @@ from spark_impl.scaleout import (
     ROUTE,
     SUMMARY_ROUTE,
     BatchSummaryStage,
+    SinkStep,
     WideStage,
     check_layout,
     default_buckets,
@@ -823,6 +828,8 @@ class ExactlyOnceAggregationStreams(OperatorStreams):
     aggregates: Any
     progress: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
 
 def exactly_once_aggregation(
@@ -905,28 +912,42 @@ def exactly_once_aggregation(
         statefulProcessor=KeyBucketProcessor(default, per_stream, buckets), outputStructType=WIDE_SCHEMA,
         outputMode="Append", timeMode="None",
     )  # fmt: skip
+    totals = StreamTotalsProcessor(buckets)
     narrow = keyed.groupBy("stream_id", ROUTE).transformWithStateInPandas(
-        statefulProcessor=StreamTotalsProcessor(buckets), outputStructType=PASS_SCHEMA, outputMode="Append",
-        timeMode="None",
-    )  # fmt: skip
+        statefulProcessor=totals, outputStructType=PASS_SCHEMA, outputMode="Append", timeMode="None"
+    )
     output = with_unplaced_errors(restore_nulls(narrow, OUTPUT_COLUMNS, LONG_COLS), unplaced, "eoa_")
-    return ExactlyOnceAggregationStreams(output=output, **table_projections(output, TABLE_COLUMNS))
+    # write_tables and foreach_batch: the channel and key stages, the narrow step in the sink
+    step = SinkStep(OPERATOR, totals, "totals", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS)
+    return ExactlyOnceAggregationStreams(
+        output=output, **table_projections(output, TABLE_COLUMNS),
+        sink_rows=with_unplaced_errors(keyed, unplaced, "eoa_"), sink_step=step,
+    )  # fmt: skip
 
 
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): one stream per trace.
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> ExactlyOnceAggregationStreams:
+    """The harness engine's call (spark_impl.engine.area_module): one stream per trace; the
+    engine writes a query of this area alone through ``foreach_batch`` (the narrow step in the
+    sink) and a query mixing areas through ``output``.
 
-    Few buckets: every group costs a Python call per micro-batch in each of the three stages.
+    Few buckets: every group costs a Python call per micro-batch in each stage.
     ``seq_unique``: the engine's seqs are trace positions, unique by construction; False
     checks them (TR-15)."""
     return exactly_once_aggregation(
         df, producer_col="producer", partition_col="partition", sequence_col="sequence", key_col="key",
         amount_col="amount", kind_col="kind", seq_col="seq", batch_col="batch", stream_id_col="trace_id",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with every stage (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------

@@ -1941,12 +1941,9 @@ def keyed_watermarks(
     both = two_stages(rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "kw_")
     # write_tables and foreach_batch: the wide stage alone, the narrow step in the sink
-    step = SinkStep(
-        "keyed_watermarks", narrow, "stream", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS,
-        ("batch", *SUMMARY_COLS),
-    )  # fmt: skip
+    step = SinkStep("keyed_watermarks", narrow, "stream", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS)
     wide = one_stage(rows, "kw_sid", "kw_bucket", first, WIDE_SCHEMA)
-    sink_rows = with_unplaced_errors(restore_nulls(wide, step.stream_columns(), LONG_COLS), unplaced, "kw_")
+    sink_rows = with_unplaced_errors(wide, unplaced, "kw_")
     tables = table_projections(output, TABLE_COLUMNS)
     return KeyedWatermarkStreams(
         output=output, late=tables["events"].filter(F.col("verdict") == "late"), **tables,

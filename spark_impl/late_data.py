@@ -80,6 +80,10 @@ Design
   numbers the side-output rows by ``seq`` (OXL-R14: positions follow arrival
   order over the whole stream, so they need one place) and writes the
   progress row (R17).
+- SINK STEP: ``write_tables`` and ``foreach_batch`` run the narrow group's work in
+  the sink instead (``spark_impl.scaleout.SinkStep``): each micro-batch's rows of route
+  -1 are collected to the driver and folded with the stream's state, kept in two
+  slots under ``<checkpoint>/sink_step/``; ``output`` runs it in a second stateful stage.
 - ORDER: inside a micro-batch rows are taken by ``seq``, never by their
   physical order. SATURATING i64 arithmetic is explicit; nullable longs
   never become floats (they cross between the stages as a value and a null
@@ -123,10 +127,12 @@ from spark_impl.scaleout import (
     NULL_MASK,
     SUMMARY_ROUTE,
     BatchSummaryStage,
+    SinkStep,
     WideStage,
     check_layout,
     default_buckets,
     flag_duplicate_seqs,
+    one_stage,
     restore_nulls,
     two_stages,
 )
@@ -648,7 +654,6 @@ class StreamSummaryProcessor(BatchSummaryStage):
     summarise_batch = staticmethod(summarise_batch)
 
 
-
 @dataclass
 class LateDataStreams(OperatorStreams):
     """The operator's output: ``output`` (combined) and its projections; ``write_tables``
@@ -663,6 +668,8 @@ class LateDataStreams(OperatorStreams):
     windows: Any
     progress: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
 
 def late_data(
@@ -739,20 +746,27 @@ def late_data(
     bucket = F.when(sourced, F.pmod(source_hash, F.lit(buckets))).otherwise(F.lit(0)).cast("int")
     rows = rows.withColumn("ld_bucket", bucket)
     first = SourceBucketProcessor(default, per_stream, seq_col is not None, buckets)
-    both = two_stages(
-        rows, "ld_sid", "ld_bucket", first, WIDE_SCHEMA, StreamSummaryProcessor(buckets), PASS_SCHEMA
-    )
+    narrow = StreamSummaryProcessor(buckets)
+    both = two_stages(rows, "ld_sid", "ld_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "ld_")
+    # write_tables and foreach_batch: the wide stage alone, the narrow step in the sink
+    step = SinkStep("late_data", narrow, "stream", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS)
+    wide = one_stage(rows, "ld_sid", "ld_bucket", first, WIDE_SCHEMA)
+    sink_rows = with_unplaced_errors(wide, unplaced, "ld_")
     tables = table_projections(output, TABLE_COLUMNS)
     main = tables["events"].filter(F.col("assigned_time").isNotNull())
-    return LateDataStreams(output=output, main=main, **tables)
+    return LateDataStreams(output=output, main=main, **tables, sink_rows=sink_rows, sink_step=step)
 
 
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): one stream per trace.
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> LateDataStreams:
+    """The harness engine's call (spark_impl.engine.area_module): one stream per trace; the
+    engine writes a query of this area alone through ``foreach_batch`` (one stateful stage, the
+    narrow step in the sink) and a query mixing areas through ``output``.
 
     Few buckets: every group costs a Python call per micro-batch, and a trace's handful of
     sources (the unnamed one and 0..2) still spreads over three. ``seq_unique``: the engine's
@@ -761,7 +775,12 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         df, event_time_col="event_time", source_col="source", kind_col="kind", seq_col="seq",
         time_col="time", stream_id_col="trace_id", batch_col="batch", stream_configs=stream_configs,
         buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with both stages (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------

@@ -108,6 +108,11 @@ Design
   summary at the end of the micro-batch gives the source watermarks (R14)
   and the ``sources`` table. Calls are named by the ``seq`` of the row that
   ends them.
+- SINK STEP: ``write_tables`` and ``foreach_batch`` run the narrow group's work in
+  the sink instead (``spark_impl.scaleout.SinkStep``): each micro-batch's rows of route
+  -1 are collected to the driver and folded with the stream's state (its value and its
+  ``sources`` entries), kept in two slots under ``<checkpoint>/sink_step/``; ``output``
+  runs it in a second stateful stage.
 - STEPS BROKEN BY AN UNKNOWN PARTITION (F064-R22): an update naming an
   untracked partition ends the step, but only its own bucket sees it. A
   stateless ``mapInArrow`` step before the shuffle adds, per input partition,
@@ -175,10 +180,12 @@ from spark_impl.scaleout import (
     DUPLICATE_SEQ,
     NULL_MASK,
     SecondStage,
+    SinkStep,
     WideStage,
     check_layout,
     default_buckets,
     flag_duplicate_seqs,
+    one_stage,
     processing_time,
     restore_nulls,
     to_buckets,
@@ -238,6 +245,7 @@ STREAM_SCHEMA = (
     "layout_version int, buckets int, combined long, has_combined boolean, advances long, "
     "rebalances long, figures binary"
 )
+SOURCE_KEY_SCHEMA = "source long"
 SOURCE_SCHEMA = "buckets binary, figures binary"
 
 # The parts of a call position (seq, part), in the order they happen at one seq.
@@ -1010,7 +1018,7 @@ class StreamSummaryProcessor(SecondStage):
 
     def open_state(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("stream", STREAM_SCHEMA)
-        self.sources = handle.getMapState("sources", "source long", SOURCE_SCHEMA)
+        self.sources = handle.getMapState("sources", SOURCE_KEY_SCHEMA, SOURCE_SCHEMA)
 
     def summarise(self, stream_id: str | None, rows: pd.DataFrame) -> pd.DataFrame:
         stored = self.state.get()
@@ -1192,6 +1200,8 @@ class PartitionedWatermarkStreams(OperatorStreams):
     partitions: Any
     sources: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
 
 def partitioned_watermarks(
@@ -1317,11 +1327,19 @@ def partitioned_watermarks(
     first = PartitionBucketProcessor(
         default, per_stream, seq_col is not None, buckets, block_partitions, auto_register
     )
-    both = two_stages(
-        rows, "pw_sid", "pw_bucket", first, WIDE_SCHEMA, StreamSummaryProcessor(buckets), PASS_SCHEMA
-    )
+    narrow = StreamSummaryProcessor(buckets)
+    both = two_stages(rows, "pw_sid", "pw_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "pw_")
-    return PartitionedWatermarkStreams(output=output, **table_projections(output, TABLE_COLUMNS))
+    # write_tables and foreach_batch: the wide stage alone, the narrow step in the sink
+    step = SinkStep(
+        "partitioned_watermarks", narrow, "stream", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS,
+        maps={"sources": (SOURCE_KEY_SCHEMA, SOURCE_SCHEMA)},
+    )  # fmt: skip
+    wide = one_stage(rows, "pw_sid", "pw_bucket", first, WIDE_SCHEMA)
+    sink_rows = with_unplaced_errors(wide, unplaced, "pw_")
+    return PartitionedWatermarkStreams(
+        output=output, **table_projections(output, TABLE_COLUMNS), sink_rows=sink_rows, sink_step=step
+    )
 
 
 # ---- the native comparison (F064-R6, R7 against Spark's own watermark) ----------
@@ -1416,8 +1434,12 @@ __all__ = [
 ]
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per trace.
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> PartitionedWatermarkStreams:
+    """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream
+    per trace; the engine writes a query of this area alone through ``foreach_batch`` (one
+    stateful stage, the narrow step in the sink) and a query mixing areas through ``output``.
 
     Few buckets and tiny blocks: a trace has a handful of partitions, and every group costs
     a Python call per micro-batch; three buckets of blocks of two partitions still spread
@@ -1428,7 +1450,12 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time", count_col="count",
         core_col="core", batch_col="batch", stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
         block_partitions=ENGINE_BLOCK_PARTITIONS, seq_unique=seq_unique,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with both stages (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 ENGINE_BUCKETS = 3

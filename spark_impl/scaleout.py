@@ -268,12 +268,14 @@ SINK_SLOTS = 2
 class SinkStep:
     """The narrow stage run once per micro-batch in the sink instead of in a second stateful stage.
 
-    The query has one stateful stage (``one_stage``); its output, with the long columns' nulls
-    restored, reaches a ``foreachBatch`` function, where ``run`` collects the summary rows
-    (route ``SUMMARY_ROUTE``: small, never the events) to the driver, applies the operator's own
-    second-stage processor ``narrow`` to each stream's summaries with its state in a
-    ``MemoryStore``, and hands the table rows plus the per-stream rows it made to ``consume``,
-    the same rows and columns the two-stage plan writes. Every table row crosses Python once.
+    The query has one stateful stage (``one_stage``); its output as the stage wrote it (the
+    long columns' nulls in the null mask) reaches a ``foreachBatch`` function, where ``run``
+    collects the rows of route ``SUMMARY_ROUTE`` (what the narrow stage reads: summaries, and
+    for some operators the few rows it numbers or orders, never every event) to the driver,
+    applies the operator's own second-stage processor ``narrow`` to each stream's rows with its
+    state in a ``MemoryStore``, and hands the table rows, nulls restored, plus the per-stream
+    rows it made to ``consume``: the same rows and columns the two-stage plan writes. Every
+    table row crosses Python once.
 
     The per-stream state lives beside Spark's checkpoint, in ``<checkpoint>/sink_step/slot=0``
     and ``slot=1``: each holds the state of every stream after one micro-batch, with that batch
@@ -285,12 +287,17 @@ class SinkStep:
     the per-stream state in a second stateful stage (``refuse_second_stage``).
 
     ``narrow``: a ``SecondStage`` whose ``open_state`` registers one ValueState ``state_name``
-    with the DDL ``state_schema``; ``columns``/``long_cols``: the output columns and those
-    restored from the null mask; ``summary_columns``: what ``narrow.summarise`` reads."""
+    with the DDL ``state_schema`` and whose ``summarise`` reads the rows of one stream as its
+    narrow group would get them; ``columns``/``long_cols``: the output columns and those
+    restored from the null mask; ``finish``: what the operator's ``output`` does to the rows
+    after the nulls are restored (a cast), applied before ``consume`` gets them; ``maps``: the
+    MapStates ``narrow`` registers besides, name -> (DDL of the user key, DDL of the value),
+    kept in the slots as one row per entry."""
 
     def __init__(
         self, operator: str, narrow: Any, state_name: str, state_schema: str, columns: Sequence[str],
-        long_cols: Sequence[str], summary_columns: Sequence[str],
+        long_cols: Sequence[str], finish: Callable[[Any], Any] | None = None,
+        maps: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:  # fmt: skip
         self.operator = operator
         self.narrow = narrow
@@ -298,16 +305,10 @@ class SinkStep:
         self.state_schema = state_schema
         self.columns = tuple(columns)
         self.long_cols = tuple(long_cols)
-        self.summary_columns = tuple(summary_columns)
-        # (name, DDL type) of each field of the per-stream value, in order
-        self.fields = [(f.split()[0].strip("`"), f.split()[1]) for f in state_schema.split(",")]
+        self.finish = finish
+        self.fields = _ddl_fields(state_schema)  # (name, DDL type) of the per-stream value's fields
+        self.maps = {name: (_ddl_fields(k), _ddl_fields(v)) for name, (k, v) in (maps or {}).items()}
         self._cached: tuple[int, int, StoreValues] | None = None  # batch, slot, values
-
-    def stream_columns(self) -> tuple[str, ...]:
-        """The columns of the one-stage stream ``run`` reads: the output columns, the route and
-        the summary columns."""
-        extra = [c for c in (ROUTE, *self.summary_columns) if c not in self.columns]
-        return (*self.columns, *extra)
 
     def run(self, batch: Any, batch_id: int, checkpoint: str, consume: Callable[[Any], None]) -> None:
         """Finishes micro-batch ``batch_id`` of the one-stage stream and calls ``consume`` with it."""
@@ -317,8 +318,7 @@ class SinkStep:
         batch.persist()
         try:
             route = F.col(ROUTE)
-            summary_rows = batch.filter(route == SUMMARY_ROUTE).select("stream_id", *self.summary_columns)
-            summaries = summary_rows.toPandas()
+            summaries = batch.filter(route == SUMMARY_ROUTE).toPandas()  # every column, as the stage wrote it
             slot, values = self._before(spark, batch_id, checkpoint)
             store = MemoryStore(dict(values))
             frames = []
@@ -326,7 +326,9 @@ class SinkStep:
                 stream_id = None if pd.isna(sid) else str(sid)
                 self.narrow.open_state(store.handle((stream_id, SUMMARY_ROUTE)))
                 frames.append(self.narrow.summarise(stream_id, rows.reset_index(drop=True)))
-            tables = batch.filter(route.isNull() | (route != SUMMARY_ROUTE)).select(*self.columns)
+            # route null: the error rows of unplaced input rows
+            table_rows = batch.filter(route.isNull() | (route != SUMMARY_ROUTE))
+            tables = restore_nulls(table_rows, self.columns, self.long_cols)
             if frames:
                 narrow_rows = pd.concat(frames, ignore_index=True)
                 schema = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in batch.schema.fields
@@ -335,7 +337,7 @@ class SinkStep:
                 tables = tables.unionByName(restore_nulls(made, self.columns, self.long_cols))
             written = 1 - slot if slot is not None else 0
             self._write(spark, checkpoint, written, batch_id, store.values)
-            consume(tables)
+            consume(tables if self.finish is None else self.finish(tables))
             self._cached = (batch_id, written, store.values)
         finally:
             batch.unpersist()
@@ -356,8 +358,34 @@ class SinkStep:
     def _folder(self, checkpoint: str, slot: int) -> str:
         return f"{checkpoint.rstrip('/')}/{SINK_STATE}/slot={slot}"
 
-    def _row_schema(self) -> str:
-        return f"batch_id long, present boolean, stream_id string, {self.state_schema}"
+    def _slot_columns(self) -> list[tuple[str, str]]:
+        """(name, DDL type) of a slot's columns: a row per stream (its value), one per map entry
+        (its map's columns, ``variable`` naming the map) and one with the batch id alone."""
+        columns = [("batch_id", "long"), ("present", "boolean"), ("stream_id", "string"), *self.fields]
+        if self.maps:  # without maps, the columns of the first release of the slots
+            columns.append(("variable", "string"))
+            for name, (key, value) in self.maps.items():
+                columns += [(f"{name}_{field}", kind) for field, kind in (*key, *value)]
+        return columns
+
+    def _slot_row(self, batch_id: int, key: tuple[Any, ...], value: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A MemoryStore entry (``(stream, route, variable, *user key)``) as a row of a slot."""
+        is_value = key[2] == self.state_name
+        row = [batch_id, True, key[0], *(value if is_value else [None] * len(self.fields))]
+        if self.maps:
+            row.append(key[2])
+            for name, (k, v) in self.maps.items():
+                row += [*key[3:], *value] if name == key[2] else [None] * (len(k) + len(v))
+        return tuple(row)
+
+    def _entry(self, row: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """A slot's row as the MemoryStore entry it was written from."""
+        name = row["variable"] if self.maps else self.state_name
+        if name == self.state_name:
+            return (row["stream_id"], SUMMARY_ROUTE, name), tuple(row[f] for f, _ in self.fields)
+        key, value = self.maps[name]
+        user_key = tuple(row[f"{name}_{f}"] for f, _ in key)
+        return (row["stream_id"], SUMMARY_ROUTE, name, *user_key), tuple(row[f"{name}_{f}"] for f, _ in value)
 
     def _before(self, spark: Any, batch_id: int, checkpoint: str) -> tuple[int | None, StoreValues]:
         """(the slot read, the per-stream state after the latest batch below ``batch_id``)."""
@@ -390,26 +418,25 @@ class SinkStep:
                 raise CorruptCheckpoint(finding, RESTORE, self.operator, self.state_name)
             return None, {}
         _, slot, rows = max(below)
-        key = SUMMARY_ROUTE, self.state_name
-        values = {(r["stream_id"], *key): tuple(r[f] for f, _ in self.fields) for r in rows if r["present"]}
-        return slot, values
+        return slot, dict(self._entry(r) for r in rows if r["present"])
 
     def _write(self, spark: Any, checkpoint: str, slot: int, batch_id: int, values: StoreValues) -> None:
         """The state of every stream after ``batch_id`` into ``slot``, one Parquet file: written by
         this process when the checkpoint is a local folder (no Spark job per micro-batch), else by
         Spark. Readers find the same rows either way."""
-        rows = [(batch_id, False, None, *([None] * len(self.fields)))]  # the batch id, whatever the streams
-        rows += [(batch_id, True, key[0], *value) for key, value in sorted(values.items(), key=_stream_order)]
+        columns = self._slot_columns()
+        rows = [(batch_id, False, *([None] * (len(columns) - 2)))]  # the batch id, whatever the streams
+        rows += [self._slot_row(batch_id, k, v) for k, v in sorted(values.items(), key=_entry_order)]
         folder = self._folder(checkpoint, slot)
         local = local_folder(folder)
         if local is None:
-            frame = spark.createDataFrame(rows, schema=self._row_schema())
+            frame = spark.createDataFrame(rows, schema=", ".join(f"`{n}` {kind}" for n, kind in columns))
             frame.coalesce(1).write.mode("overwrite").parquet(folder)
             return
         import pyarrow.parquet as pq
 
-        names = ["batch_id", "present", "stream_id", *(name for name, _ in self.fields)]
-        types = [pa.int64(), pa.bool_(), pa.string(), *(_ARROW_TYPES[kind] for _, kind in self.fields)]
+        names = [name for name, _ in columns]
+        types = [_ARROW_TYPES[kind] for _, kind in columns]
         table = pa.table([pa.array(list(c), t) for c, t in zip(zip(*rows), types)], names=names)
         os.makedirs(local, exist_ok=True)
         part = os.path.join(local, "part-0.parquet")
@@ -434,9 +461,14 @@ def local_folder(path: str) -> str | None:
     return None if "://" in path or ":" in path.split("/")[0] else path
 
 
-def _stream_order(item: tuple[tuple[Any, ...], Any]) -> tuple[bool, str]:
-    sid = item[0][0]
-    return (sid is not None, "" if sid is None else str(sid))
+def _entry_order(item: tuple[tuple[Any, ...], Any]) -> tuple[bool, str, str]:
+    key = item[0]
+    return (key[0] is not None, "" if key[0] is None else str(key[0]), repr(key[2:]))
+
+
+def _ddl_fields(schema: str) -> list[tuple[str, str]]:
+    """(name, type) of each field of a DDL schema string such as ``"a long, b binary"``."""
+    return [(f.split()[0].strip("`"), f.split()[1]) for f in schema.split(",")]
 
 
 def processing_time(fields: Mapping[str, Any], name: str) -> Any:

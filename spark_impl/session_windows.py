@@ -92,6 +92,10 @@ operator judged them):
   closed by timer / watermark, late events, the final watermark) and writes
   the ``progress`` row; the other routes pass the table rows through (a
   stateful operator whose output feeds two branches would run twice).
+- SINK STEP: ``write_tables`` and ``foreach_batch`` run the narrow group's work in
+  the sink instead (``spark_impl.scaleout.SinkStep``): each micro-batch's rows of route
+  -1 are collected to the driver and folded with the stream's state, kept in two
+  slots under ``<checkpoint>/sink_step/``; ``output`` runs it in a third stateful stage.
 - STATE of a bucket: a ``MapState`` of blocks (the open sessions of the keys
   whose hash falls in the block, by linear hashing: a block holds about
   ``block_sessions`` sessions however many the stream has) and a
@@ -157,11 +161,13 @@ from spark_impl.scaleout import (
     SUMMARY_ROUTE,
     BatchSummaryStage,
     MemoryStore,
+    SinkStep,
     WideStage,
     block_of,
     check_layout,
     default_buckets,
     one_frame,
+    one_stage,
     pack_text,
     restore_nulls,
     two_stages,
@@ -840,6 +846,8 @@ class SessionWindowStreams(OperatorStreams):
     timers: Any
     progress: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
 
 def session_windows(
@@ -938,13 +946,19 @@ def session_windows(
         block_sessions,
         report_timers,
     )
-    both = two_stages(ordered_rows, "sw_sid", "sw_bucket", wide, WIDE_SCHEMA, StreamSummaryProcessor(buckets),
-                      PASS_SCHEMA)  # fmt: skip
+    narrow = StreamSummaryProcessor(buckets)
+    both = two_stages(ordered_rows, "sw_sid", "sw_bucket", wide, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "sw_")
+    # write_tables and foreach_batch: the order and wide stages, the narrow step in the sink
+    step = SinkStep("session_windows", narrow, "stream", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS)
+    sink_rows = with_unplaced_errors(
+        one_stage(ordered_rows, "sw_sid", "sw_bucket", wide, WIDE_SCHEMA), unplaced, "sw_"
+    )
     tables = table_projections(output, TABLE_COLUMNS)
     return SessionWindowStreams(
-        output=output, late_output=tables["late"].filter(F.col("verdict") == "late_output"), **tables
-    )
+        output=output, late_output=tables["late"].filter(F.col("verdict") == "late_output"), **tables,
+        sink_rows=sink_rows, sink_step=step,
+    )  # fmt: skip
 
 
 # ---- the three stages without Spark (the pure core) ----------------------------------------
@@ -1102,17 +1116,25 @@ def native_session_report(spark: Any, trace: Any) -> dict[str, list[dict[str, in
     return {"sessions": emitted, "batches": batches}
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> SessionWindowStreams:
     """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per
-    trace, the timers table on (the conformance run compares it), and the engine's small layout.
-    ``seq_unique``: the engine's seqs are trace positions, unique by construction; False checks
-    them (TR-15)."""
+    trace, the timers table on (the conformance run compares it), and the engine's small layout;
+    the engine writes a query of this area alone through ``foreach_batch`` (the narrow step in
+    the sink) and a query mixing areas through ``output``. ``seq_unique``: the engine's seqs are
+    trace positions, unique by construction; False checks them (TR-15)."""
     return session_windows(
         df, key_col="key", event_time_col="event_time", gap_ms=1, stream_id_col="trace_id", seq_col="seq",
         kind_col="kind", value_col="value", batch_col="batch", stream_configs=stream_configs,
         report_timers=True, buckets=ENGINE_BUCKETS, block_sessions=ENGINE_BLOCK_SESSIONS,
         chunk_rows=ENGINE_CHUNK_ROWS, seq_unique=seq_unique,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with every stage (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
@@ -1143,6 +1165,7 @@ __all__ = [
     "StreamState",
     "StreamSummaryProcessor",
     "engine_output",
+    "engine_streams",
     "native_session_report",
     "process_rows",
     "session_windows",

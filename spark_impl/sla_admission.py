@@ -82,6 +82,10 @@ Design
   reads the summaries only, keeps the totals and the load score, writes
   ``progress``. Table rows pass through the second stage in their bucket's
   group (a stateful stage feeding two branches would run twice).
+- SINK STEP: ``write_tables`` and ``foreach_batch`` run the narrow group's work in
+  the sink instead (``spark_impl.scaleout.SinkStep``): each micro-batch's rows of route
+  -1 are collected to the driver and folded with the stream's state, kept in two
+  slots under ``<checkpoint>/sink_step/``; ``output`` runs it in a second stateful stage.
 - EXACT: tokens are int64 nano-tokens (OXS-R3), refills multiply a time
   difference capped at the time a bucket takes to fill, times saturate at
   the i64 bounds; long columns cross between the stages as a value and a
@@ -145,10 +149,12 @@ from spark_impl.scaleout import (
     NULL_MASK,
     SUMMARY_ROUTE,
     SecondStage,
+    SinkStep,
     WideStage,
     check_layout,
     default_buckets,
     flag_duplicate_seqs,
+    one_stage,
     processing_time,
     restore_nulls,
     to_buckets,
@@ -857,6 +863,8 @@ class SlaAdmissionStreams(OperatorStreams):
     streams: Any
     progress: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
     def write_by_decision(
         self, path: str, checkpoint_location: str, *, trigger: Mapping[str, Any] | None = None,
@@ -984,24 +992,37 @@ def sla_admission(
     )
     first = SlaBucketProcessor(default, per_stream, seq_col is not None, buckets, kind_col is not None,
                                load_col is not None)  # fmt: skip
-    both = two_stages(
-        rows, "sa_sid", "sa_bucket", first, WIDE_SCHEMA, SlaSummaryProcessor(default, per_stream, buckets),
-        PASS_SCHEMA,
-    )  # fmt: skip
-    restored = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "sa_")
-    # OXS-R3: the reported level is nano-tokens / 10^9, one IEEE division (exact below 2^53).
-    output = restored.select(*[
+    narrow = SlaSummaryProcessor(default, per_stream, buckets)
+    both = two_stages(rows, "sa_sid", "sa_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
+    output = _in_tokens(with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "sa_"))
+    # write_tables and foreach_batch: the wide stage alone, the narrow step in the sink
+    step = SinkStep("sla_admission", narrow, "totals", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS, _in_tokens)
+    wide = one_stage(rows, "sa_sid", "sa_bucket", first, WIDE_SCHEMA)
+    sink_rows = with_unplaced_errors(wide, unplaced, "sa_")
+    return SlaAdmissionStreams(
+        output=output, **table_projections(output, TABLE_COLUMNS), sink_rows=sink_rows, sink_step=step
+    )
+
+
+def _in_tokens(restored: Any) -> Any:
+    """OXS-R3: the reported level is nano-tokens / 10^9, one IEEE division (exact below 2^53)."""
+    from pyspark.sql import functions as F
+
+    return restored.select(*[
         (F.col(c).cast("double") / F.lit(float(NANO))).alias(c) if c in FLOAT_COLS else F.col(c)
         for c in OUTPUT_COLUMNS
     ])  # fmt: skip
-    return SlaAdmissionStreams(output=output, **table_projections(output, TABLE_COLUMNS))
 
 
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
-    """The harness engine's call (spark_impl.engine.area_module): one stream id per trace.
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> SlaAdmissionStreams:
+    """The harness engine's call (spark_impl.engine.area_module): one stream id per trace; the
+    engine writes a query of this area alone through ``foreach_batch`` (one stateful stage, the
+    narrow step in the sink) and a query mixing areas through ``output``.
 
     Few buckets: every group costs a Python call per micro-batch, and a trace's handful of
     SLA streams still spreads over three. ``seq_unique``: the engine's seqs are trace positions,
@@ -1010,7 +1031,12 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         df, stream_col="key", event_time_col="event_time", priority_col="priority", kind_col="kind",
         seq_col="seq", time_col="time", metrics_col="metrics", stream_id_col="trace_id", batch_col="batch",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with both stages (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------

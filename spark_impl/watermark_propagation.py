@@ -83,6 +83,10 @@ Design
   emitted watermark and the violation count (OXW-R19); node outputs are
   derived from the sources (OXW-R15). The table rows cross the second stage
   in pass-through groups that touch no state.
+- SINK STEP: ``write_tables`` and ``foreach_batch`` run the narrow group's work in
+  the sink instead (``spark_impl.scaleout.SinkStep``): each micro-batch's rows of route
+  -1 are collected to the driver and folded with the stream's state, kept in two
+  slots under ``<checkpoint>/sink_step/``; ``output`` runs it in a second stateful stage.
 - ORDER: inside a micro-batch a stream's rows are taken by ``seq``, never by
   their physical order. SATURATING i64 arithmetic for ``max - delay`` (numpy
   would wrap); long columns cross the stages as values and a null mask.
@@ -139,10 +143,13 @@ from spark_impl.scaleout import (
     NULL_MASK,
     SUMMARY_ROUTE,
     SecondStage,
+    SinkStep,
     WideStage,
     check_layout,
     default_buckets,
     flag_duplicate_seqs,
+    one_frame,
+    one_stage,
     restore_nulls,
     to_buckets,
     two_stages,
@@ -654,8 +661,14 @@ class GraphProcessor(SecondStage):
             yield from super().handleInputRows(key, rows, timerValues)
             return
         stream_id = None if key[0] is None else str(key[0])  # TR-16: a null stream id stays null
-        frames = list(rows)
-        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        yield from self.propagate(stream_id, one_frame(rows))
+
+    def summarise(self, stream_id: str | None, rows: pd.DataFrame) -> pd.DataFrame:
+        """The narrow step as ``SinkStep`` runs it: one frame."""
+        return pd.concat(list(self.propagate(stream_id, rows)), ignore_index=True)
+
+    def propagate(self, stream_id: str | None, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        """The graph over one stream's rows of route -1, in frames of at most about FLUSH_ROWS."""
         cfg = self.default if stream_id is None else self.per_stream.get(stream_id, self.default)
         stored = self.state.get()
         try:
@@ -691,6 +704,8 @@ class WatermarkPropagationStreams(OperatorStreams):
     violations: Any
     progress: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
 
 def watermark_propagation(
@@ -771,15 +786,25 @@ def watermark_propagation(
     narrow = GraphProcessor(default, per_stream, ordered, buckets)
     both = two_stages(rows, "wp_sid", "wp_bucket", wide, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "wp_")
-    return WatermarkPropagationStreams(output=output, **table_projections(output, TABLE_COLUMNS))
+    # write_tables and foreach_batch: the wide stage alone, the narrow step in the sink
+    step = SinkStep("watermark_propagation", narrow, "stream", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS)
+    alone = one_stage(rows, "wp_sid", "wp_bucket", wide, WIDE_SCHEMA)
+    sink_rows = with_unplaced_errors(alone, unplaced, "wp_")
+    return WatermarkPropagationStreams(
+        output=output, **table_projections(output, TABLE_COLUMNS), sink_rows=sink_rows, sink_step=step
+    )
 
 
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> WatermarkPropagationStreams:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, its graph
-    from the trace config. Few buckets: a trace has a handful of sources and every group costs a
+    from the trace config; the engine writes a query of this area alone through
+    ``foreach_batch`` (one stateful stage, the narrow step in the sink) and a query mixing areas
+    through ``output``. Few buckets: a trace has a handful of sources and every group costs a
     Python call per micro-batch; three still spread a trace's sources over groups.
     ``seq_unique``: the engine's seqs are trace positions, unique by construction; False checks
     them (TR-15)."""
@@ -787,7 +812,12 @@ def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_
         df, nodes=[], edges=[], node_col="key", event_time_col="event_time", watermark_col="time",
         stream_id_col="trace_id", seq_col="seq", kind_col="kind", batch_col="batch",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with both stages (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 # ---- Spark's own watermark over two sources, for comparison ------------------------

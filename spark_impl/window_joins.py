@@ -58,6 +58,10 @@ trace's, never Spark's):
   observes: an event after a purging watermark row already meets a watermark that makes it late.
 - NARROW STAGE, one group per stream (route -1): each bucket sends one summary row per batch
   (counter deltas and its watermark); the group keeps the totals and writes ``progress``.
+- SINK STEP: ``write_tables`` and ``foreach_batch`` run the narrow group's work in
+  the sink instead (``spark_impl.scaleout.SinkStep``): each micro-batch's rows of route
+  -1 are collected to the driver and folded with the stream's state, kept in two
+  slots under ``<checkpoint>/sink_step/``; ``output`` runs it in a second stateful stage.
 - RESTART (OXJ-R21): everything is in the state store under the checkpoint; the layout
   version, the bucket count and the join's settings are fixed in it (another value is refused
   with a message naming both).
@@ -117,10 +121,12 @@ from spark_impl.scaleout import (
     ROUTE,
     SUMMARY_ROUTE,
     BatchSummaryStage,
+    SinkStep,
     WideStage,
     check_layout,
     default_buckets,
     flag_duplicate_seqs,
+    one_stage,
     pack_text,
     restore_nulls,
     two_stages,
@@ -936,6 +942,8 @@ class WindowJoinStreams(OperatorStreams):
     late: Any
     progress: Any
     errors: Any
+    sink_rows: Any = None
+    sink_step: Any = None
 
 
 def _settings(**given: Any) -> dict[str, Any]:
@@ -1024,11 +1032,16 @@ def window_join_rows(
         rows = flag_duplicate_seqs(rows, "wj_")  # TR-15, before any row is routed
     rows = rows.withColumn("wj_bucket", F.explode(_targets(rows, buckets, seq_col is not None)))
     first = JoinBucketProcessor(default, per_stream, seq_col is not None, buckets)
-    both = two_stages(
-        rows, "wj_sid", "wj_bucket", first, WIDE_SCHEMA, StreamTotalsProcessor(buckets), PASS_SCHEMA
-    )
+    narrow = StreamTotalsProcessor(buckets)
+    both = two_stages(rows, "wj_sid", "wj_bucket", first, WIDE_SCHEMA, narrow, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(both, OUTPUT_COLUMNS, LONG_COLS), unplaced, "wj_")
-    return WindowJoinStreams(output=output, **table_projections(output, TABLE_COLUMNS))
+    # write_tables and foreach_batch: the wide stage alone, the narrow step in the sink
+    step = SinkStep(OPERATOR, narrow, "totals", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS)
+    wide = one_stage(rows, "wj_sid", "wj_bucket", first, WIDE_SCHEMA)
+    sink_rows = with_unplaced_errors(wide, unplaced, "wj_")
+    return WindowJoinStreams(
+        output=output, **table_projections(output, TABLE_COLUMNS), sink_rows=sink_rows, sink_step=step
+    )
 
 
 def _stream_settings(
@@ -1131,17 +1144,26 @@ def window_joins(
 ENGINE_BUCKETS = 3
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_streams(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+) -> WindowJoinStreams:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, its rows
-    carrying their side. ``seq_unique``: the engine's seqs are trace positions (TR-15). A row
-    whose stream id is null has the operator's own settings (TR-16): here a tumbling join of
-    10 ms panes, which the hostile-row tests give their null stream too."""
+    carrying their side; the engine writes a query of this area alone through ``foreach_batch``
+    (one stateful stage, the narrow step in the sink) and a query mixing areas through
+    ``output``. ``seq_unique``: the engine's seqs are trace positions (TR-15). A row whose
+    stream id is null has the operator's own settings (TR-16): here a tumbling join of 10 ms
+    panes, which the hostile-row tests give their null stream too."""
     return window_join_rows(
         df, side_col="side", key_col="key", time_col="event_time", value_col="value", kind_col="kind",
         watermark_col="time", seq_col="seq", batch_col="batch", stream_id_col="trace_id",
         stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
         join="tumbling_tumbling", size_ms=10,
-    ).output  # fmt: skip
+    )  # fmt: skip
+
+
+def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+    """``engine_streams``'s combined stream with both stages (``output``)."""
+    return engine_streams(df, stream_configs, seq_unique).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------
@@ -1171,6 +1193,7 @@ __all__ = [
     "StreamTotalsProcessor",
     "WindowJoinStreams",
     "engine_output",
+    "engine_streams",
     "pane_deadline",
     "reached_left_panes",
     "unpack_due",

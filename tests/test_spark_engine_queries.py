@@ -16,7 +16,6 @@ import pytest
 from harness.engine import run_canonical
 from harness.reference_engine import ReferenceEngine
 from harness.traces import InvalidConfig, Trace, event
-from spark_impl import engine as engine_module
 from spark_impl.engine import SparkEngine, query_groups
 from strategies.common import generate
 from strategies.keyed_watermarks import DIFFERENTIAL as KEYED_WATERMARKS
@@ -62,22 +61,25 @@ def test_spark_grouped_queries_answer_as_the_oracle() -> None:
 def test_spark_a_failing_query_ends_the_run_naming_its_area(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.sql import functions as F
 
+    from spark_impl import late_data
     from spark_impl.session import get_spark
 
-    real_output = engine_module.combined_output
+    real_streams = late_data.engine_streams
 
-    def late_data_fails(df: Any, traces: dict[str, tuple[int, Trace]], configs: dict[str, Any]) -> Any:
-        output = real_output(df, traces, configs)
-        if any(t.area == "late_data" for _, t in traces.values()):
-            failure = F.raise_error(F.concat(F.lit("this test fails the query at "), F.col("stream_id")))
-            output = output.withColumn("stream_id", F.coalesce(failure.cast("string"), F.col("stream_id")))
-        return output
+    def fails(rows: Any) -> Any:
+        failure = F.raise_error(F.concat(F.lit("this test fails the query at "), F.col("stream_id")))
+        return rows.withColumn("stream_id", F.coalesce(failure.cast("string"), F.col("stream_id")))
 
-    monkeypatch.setattr(engine_module, "combined_output", late_data_fails)
+    def late_data_fails(df: Any, configs: dict[str, Any], seq_unique: bool = True) -> Any:
+        # both plans fail: output (a query of several areas) and the sink step's (one area)
+        streams = real_streams(df, configs, seq_unique)
+        return dataclasses.replace(streams, output=fails(streams.output), sink_rows=fails(streams.sink_rows))
+
+    monkeypatch.setattr(late_data, "engine_streams", late_data_fails)
     spark = get_spark()
     traces = [t for t in small_run() if t.area != "late_data" or t.restart_after]
     with pytest.raises(
-        RuntimeError, match=r"^late_data query failed: .*this test fails the query"
+        RuntimeError, match=r"(?s)^late_data query failed: .*this test fails the query"
     ) as failure:
         SparkEngine(spark, concurrent_queries=2, split_restarts=True).run(traces)
     assert "keyed_watermarks" not in str(failure.value).splitlines()[0]

@@ -1,10 +1,12 @@
-"""Keyed watermarks finished in the sink (``spark_impl.scaleout.SinkStep``): one stateful stage.
+"""Operators finished in the sink (``spark_impl.scaleout.SinkStep``): one stateful stage fewer.
 
-``write_tables``, ``foreach_batch`` and the harness engine run the keyed operator's wide stage
-alone and its per-stream step (the global watermark, the counters, the progress rows) in the
-``foreachBatch`` function, with that step's state in two slots beside the checkpoint. The
-suites check its answers against the oracle through the engine, restarts included; these
-tests check what only a failure or an old checkpoint shows:
+``write_tables``, ``foreach_batch`` and the harness engine run every operator's stages up to the
+wide one and its per-stream step (for keyed watermarks the global watermark, the counters, the
+progress rows) in the ``foreachBatch`` function, with that step's state in two slots beside
+the checkpoint. The suites check every operator's answers against the oracle through the
+engine, restarts included; these tests check, on keyed watermarks, what only a failure or an
+old checkpoint shows, and the slots' rows for a step with a MapState (per-partition
+watermarks):
 
 - a query killed after the sink step wrote the state of a batch, and its tables, but before
   Spark committed the batch: the batch runs again, reads the state of the batch before (the
@@ -22,6 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from harness.traces import Item, Trace
@@ -169,6 +172,7 @@ def test_spark_a_slot_reads_the_same_whether_this_process_or_spark_wrote_it(
 ) -> None:
     """A local checkpoint's slots are written without a Spark job, any other checkpoint's by
     Spark: the next batch reads the same state from both (a null stream id included)."""
+    from spark_impl import partitioned_watermarks as pw
     from spark_impl import scaleout
     from spark_impl.keyed_watermarks import StreamState
     from spark_impl.session import get_spark
@@ -177,13 +181,27 @@ def test_spark_a_slot_reads_the_same_whether_this_process_or_spark_wrote_it(
     step = _streams(_source(spark, tmp_path, traces, 0), traces).sink_step
     busy = StreamState(3, global_advances=4, evicted=1, key_advances=9)
     values = {("s1", -1, "stream"): busy.to_tuple(), (None, -1, "stream"): StreamState(3).to_tuple()}
-    step._write(spark, str(tmp_path / "local"), 1, 7, values)
+    # a step whose narrow group keeps a MapState too: its entries are rows of the slot as well
+    with_map = scaleout.SinkStep(
+        "partitioned_watermarks", None, "stream", pw.STREAM_SCHEMA, pw.OUTPUT_COLUMNS, pw.LONG_COLS,
+        maps={"sources": (pw.SOURCE_KEY_SCHEMA, pw.SOURCE_SCHEMA)},
+    )  # fmt: skip
+    figures = (np.array([0, 2], np.int64).tobytes(), np.arange(12, dtype=np.int64).tobytes())
+    map_values = {
+        ("s1", -1, "stream"): pw.StreamState(3).to_tuple(), ("s1", -1, "sources", 5): figures,
+        ("s1", -1, "sources", -1): (b"", b""), (None, -1, "sources", 0): figures,
+    }  # fmt: skip
+    steps = {"value": (step, values), "map": (with_map, map_values)}
+    for name, (each, written) in steps.items():
+        each._write(spark, str(tmp_path / "local" / name), 1, 7, written)
     monkeypatch.setattr(scaleout, "local_folder", lambda path: None)
-    step._write(spark, str(tmp_path / "by-spark"), 1, 7, values)
+    for name, (each, written) in steps.items():
+        each._write(spark, str(tmp_path / "by-spark" / name), 1, 7, written)
     for folder in ("local", "by-spark"):
-        slot, read = step._before(spark, 8, str(tmp_path / folder))
-        assert slot == 1 and {k: tuple(bytes(x) if isinstance(x, bytearray) else x for x in v)
-                              for k, v in read.items()} == values, folder  # fmt: skip
+        for name, (each, written) in steps.items():
+            slot, read = each._before(spark, 8, str(tmp_path / folder / name))
+            assert slot == 1 and {k: tuple(bytes(x) if isinstance(x, bytearray) else x for x in v)
+                                  for k, v in read.items()} == written, (folder, name)  # fmt: skip
 
 
 def test_which_checkpoint_folders_count_as_local() -> None:
