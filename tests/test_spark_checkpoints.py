@@ -111,12 +111,14 @@ def _layout_values() -> dict[tuple[str, str], tuple[Any, ...]]:
 def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...]]]:
     """(area, MapState variable) -> (map key, a value as the operator writes it)."""
     from spark_impl import exactly_once_aggregation as eo
-    from spark_impl import keyed_watermarks as kw
     from spark_impl import late_data as ld
     from spark_impl import partitioned_watermarks as pw
     from spark_impl import session_windows as sw
     from spark_impl import sla_admission as sa
     from spark_impl import window_joins as wj
+    from spark_impl.keyed_watermarks import compact as kw_compact
+    from spark_impl.keyed_watermarks import layout as kw
+    from spark_impl.keyed_watermarks.settings import HLL_REGISTERS
 
     keys = kw._Keys(
         np.array(["a", "é"], object),
@@ -132,7 +134,7 @@ def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...
         np.zeros(6, np.int64).tobytes(),
         np.zeros(6, np.int64).tobytes(),
         np.ones(6, bool).tobytes(),
-        np.zeros(kw.HLL_REGISTERS, np.uint8).tobytes(),
+        np.zeros(HLL_REGISTERS, np.uint8).tobytes(),
     )
     parts = pw.Partitions(
         *(np.array([1, 1], np.int64) for _ in range(2)),
@@ -149,7 +151,7 @@ def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...
             (0,),
             kw.pack_block(keys, np.arange(2), kw._no_windows(), np.arange(0)),
         ),
-        ("keyed_watermarks", "shard_keys"): ((0,), kw.pack_exact(OrderedDict(a=[1, 2, 3, False]))),
+        ("keyed_watermarks", "shard_keys"): ((0,), kw_compact.pack_exact(OrderedDict(a=[1, 2, 3, False]))),
         ("keyed_watermarks", "shard_sketches"): ((0,), sketch),
         ("partitioned_watermarks", "blocks"): ((1, 0), pw.pack_block(parts, np.arange(2))),
         ("partitioned_watermarks", "sources"): (

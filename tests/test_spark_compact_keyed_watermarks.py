@@ -1,4 +1,4 @@
-"""The compact keyed tracker (F065-R26..R37) on Spark (spark_impl/keyed_watermarks.py).
+"""The compact keyed tracker (F065-R26..R37) on Spark (spark_impl/keyed_watermarks/).
 
 The differential suite (properties/test_keyed_watermarks.py) compares every generated trace with
 the oracle at the harness's own bucket count; these tests check what it cannot:
