@@ -26,12 +26,8 @@ from spark_impl.keyed_watermarks.layout import (
     _Keys,
     _no_windows,
 )
-from spark_impl.keyed_watermarks.settings import (
-    StreamConfig,
-)
-from spark_impl.scaleout import (
-    DUPLICATE_SEQ,
-)
+from spark_impl.keyed_watermarks.settings import StreamConfig
+from spark_impl.scaleout import DUPLICATE_SEQ
 
 # ---- saturating i64 arithmetic (TR-2) -------------------------------------
 

@@ -10,12 +10,8 @@ import numpy as np
 import pandas as pd
 
 from harness.traces import I64_MAX, I64_MIN
-from spark_impl.checkpoints import (
-    decoding,
-)
-from spark_impl.keyed_watermarks.settings import (
-    LAYOUT_VERSION,
-)
+from spark_impl.checkpoints import decoding
+from spark_impl.keyed_watermarks.settings import LAYOUT_VERSION
 from spark_impl.scaleout import (
     check_layout,
     pack_text,

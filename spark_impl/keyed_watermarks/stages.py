@@ -53,9 +53,7 @@ from spark_impl.keyed_watermarks.layout import (
     pack_block,
     unpack_blocks,
 )
-from spark_impl.keyed_watermarks.settings import (
-    StreamConfig,
-)
+from spark_impl.keyed_watermarks.settings import StreamConfig
 from spark_impl.scaleout import (
     NULL_MASK,
     SecondStage,
