@@ -312,6 +312,7 @@ def native_run(
 
     from spark_impl.session import get_spark
     from spark_impl.trace_source import SOURCE_NAME, write_trace_file
+    from spark_native.common import BatchRows
 
     batches = with_generated_keys(hand, seed)
     rows = [
@@ -330,17 +331,14 @@ def native_run(
         .option("num_batches", str(len(batches)))
         .load()
     )
-    out: list[tuple[int, str, int, int | None]] = []
-
-    def keep(batch: Any, batch_id: int) -> None:
-        out.extend((batch_id, r["key"], r["lv"], r["rv"]) for r in batch.collect())
-
+    keep = BatchRows(spark, str(tmp / "written"))
     query = (
         native_join(df, config, how=how).writeStream.outputMode("append").foreachBatch(keep)
         .option("checkpointLocation", str(tmp / "checkpoint")).trigger(availableNow=True).start()
     )  # fmt: skip
     query.awaitTermination()
     assert query.exception() is None, query.exception()
+    out = [(b, r["key"], r["lv"], r["rv"]) for b, rows in sorted(keep.by_batch(spark).items()) for r in rows]
     progress = [p for p in query.recentProgress if p.batchId < len(batches)]
     dropped = {p.batchId: sum(s.numRowsDroppedByWatermark for s in p.stateOperators) for p in progress}
     reported = {p.batchId: _millis(p.eventTime["watermark"]) for p in progress}

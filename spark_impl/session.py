@@ -175,7 +175,7 @@ def check_session(spark: Any, operator: str) -> None:
             f"state store: set spark.sql.streaming.stateStore.providerClass={ROCKSDB_PROVIDER} "
             f"before starting the query (it is {provider!r}); {how}"
         )
-    if _is_connect(spark):
+    if is_connect(spark):
         return  # the workers belong to the server
     context = spark.sparkContext
     runner = getattr(context, "pythonExec", None) or "python3"
@@ -210,13 +210,14 @@ def prepare_session(spark: Any, operator: str) -> None:
     empty ValueState silenced in this JVM, which in local mode also hosts the executors; its
     errors still show. A cluster's executors log to their own files."""
     check_session(spark, operator)
-    if not _is_connect(spark):
+    if not is_connect(spark):
         jvm = spark.sparkContext._jvm
         log4j = jvm.org.apache.logging.log4j
         log4j.core.config.Configurator.setLevel(STATE_SERVER_LOGGER, log4j.Level.ERROR)
 
 
-def _is_connect(spark: Any) -> bool:
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (its code runs in the server's processes)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 

@@ -94,7 +94,7 @@ def run_trace(
     from spark_impl.trace_source import write_trace_file
 
     work = tempfile.mkdtemp(prefix="spark-native-")
-    written: dict[int, list[dict[str, Any]]] = {}  # by batch id: a batch run again replaces its rows
+    written: dict[int, list[dict[str, Any]]] = {}  # by batch id
     progress: dict[int, dict[str, Any]] = {}
     try:
         path = os.path.join(work, "input.parquet")
@@ -102,9 +102,7 @@ def run_trace(
         num_batches = len(trace.batches)
         stops = sorted({b for b in trace.restart_after if b < num_batches - 1} | {num_batches - 1})
 
-        def collect(batch_df: Any, batch_id: int) -> None:
-            written[int(batch_id)] = [r.asDict(recursive=True) for r in batch_df.collect()]
-
+        collect = BatchRows(spark, os.path.join(work, "written"))
         for end_batch in stops:
             for attempt in range(WORKER_START_RETRIES + 1):
                 query, error = _run_until(
@@ -116,12 +114,44 @@ def run_trace(
                     break
                 if attempt == WORKER_START_RETRIES or not any(m in str(error) for m in WORKER_START_FAILURES):
                     raise error
+        for b, rows in collect.by_batch(spark).items():
+            written[b] = [r.asDict(recursive=True) for r in rows]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return NativeRun(
         rows=[(b, r) for b in sorted(written) for r in written[b]],
         progress=[progress[b] for b in sorted(progress)],
     )
+
+
+class BatchRows:
+    """A ``foreachBatch`` function that keeps each micro-batch's rows (a batch run again replaces
+    them), then ``by_batch`` gives them. Classic Spark calls it in this process, so it keeps them
+    in memory; Spark Connect calls a pickled copy in a Python worker of the server, out of this
+    process's reach, so there it writes one Parquet folder per micro-batch under ``folder``."""
+
+    def __init__(self, spark: Any, folder: str) -> None:
+        from spark_impl.session import is_connect
+
+        self.folder = folder if is_connect(spark) else None
+        self.kept: dict[int, list[Any]] = {}
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        if self.folder is None:
+            self.kept[int(batch_id)] = batch_df.collect()
+        else:
+            batch_df.write.mode("overwrite").parquet(os.path.join(self.folder, str(int(batch_id))))
+
+    def by_batch(self, spark: Any) -> dict[int, list[Any]]:
+        """The rows (``Row``) each micro-batch wrote, by micro-batch id."""
+        if self.folder is None:
+            return dict(self.kept)
+        if not os.path.isdir(self.folder):
+            return {}
+        return {
+            int(n): spark.read.parquet(os.path.join(self.folder, n)).collect()
+            for n in os.listdir(self.folder)
+        }
 
 
 def _run_until(

@@ -265,22 +265,25 @@ def _state_bytes(checkpoint: str, batch_id: int) -> dict[str, int]:
     }
     totals: dict[str, int] = {}
     for var, cols in binary.items():
-        frame = None
+        size = sum((F.coalesce(F.length(F.col(c)), F.lit(0)) for c in cols), F.lit(0))
+        rows = None
         for operator in (0, 1):  # the two stateful stages; only the wide one has these variables
-            try:
-                frame = (
+            try:  # collected inside: under Spark Connect a wrong variable fails only when run
+                rows = (
                     spark.read.format("statestore")
                     .option("operatorId", operator)
                     .option("stateVarName", var)
                     .option("batchId", batch_id)
                     .load(checkpoint)
+                    .groupBy("key.kw_sid")
+                    .agg(F.sum(size).alias("b"))
+                    .collect()
                 )
                 break
             except Exception:  # noqa: BLE001 - the other stage does not define the variable
                 continue
-        assert frame is not None, f"no stage holds {var}"
-        size = sum((F.coalesce(F.length(F.col(c)), F.lit(0)) for c in cols), F.lit(0))
-        for row in frame.groupBy("key.kw_sid").agg(F.sum(size).alias("b")).collect():
+        assert rows is not None, f"no stage holds {var}"
+        for row in rows:
             totals[row["kw_sid"]] = totals.get(row["kw_sid"], 0) + int(row["b"])
     return totals
 

@@ -267,10 +267,9 @@ def _native_run(spark: Any, path: str, checkpoint: str) -> tuple[dict[str, dict[
     """Spark's own query: the final value of every key (its last update) and the progress."""
     from pyspark.sql import functions as F
 
-    updates: list[dict[str, Any]] = []
+    from spark_native.common import BatchRows
 
-    def keep(batch: Any, batch_id: int) -> None:
-        updates.extend(r.asDict() for r in batch.collect())
+    keep = BatchRows(spark, checkpoint + "-written")
 
     amount = F.col("amount").cast("double")  # Spark reads "NaN" and "Infinity" as those doubles
     native = (
@@ -285,6 +284,7 @@ def _native_run(spark: Any, path: str, checkpoint: str) -> tuple[dict[str, dict[
         .trigger(availableNow=True).start()
     )  # fmt: skip
     run_to_end(query)
+    updates = [r.asDict() for _, rows in sorted(keep.by_batch(spark).items()) for r in rows]
     final = {u["key"]: u for u in updates}  # updates arrive batch by batch: the last one stands
     return final, list(query.recentProgress)
 
@@ -335,9 +335,7 @@ def test_spark_native_deduplication_differs_as_stated(tmp_path: Path) -> None:
     #    alone (every other id's time plus 1 s is behind the 99 s watermark); this area still
     #    knows B's 10, so its re-delivery in batch 3 is a duplicate.
     by_batch = {p.batchId: p for p in progress}
-    dedup_state = [
-        s.numRowsTotal for s in by_batch[2].stateOperators if "dedup" in s.operatorName.lower()
-    ]
+    dedup_state = [s.numRowsTotal for s in by_batch[2].stateOperators if "dedup" in s.operatorName.lower()]
     assert dedup_state == [1], [s.operatorName for s in by_batch[2].stateOperators]
     assert messages[(3, 0)] == "duplicate"
     # 2. A forgotten id is not counted again: its re-delivery carries its first time, behind the
@@ -380,7 +378,9 @@ def test_spark_native_deduplication_counts_a_late_redelivery_twice_with_arrival_
     watermark (29 s), so Spark folds it a second time. This area judges it a duplicate."""
     from pyspark.sql import functions as F
 
+    from spark_impl.session import get_spark
     from spark_impl.trace_source import write_trace_file
+    from spark_native.common import BatchRows
 
     again = {"producer": 1, "partition": 0, "sequence": 5, "key": "again", "amount": 1.0}
     batches = [
@@ -397,11 +397,7 @@ def test_spark_native_deduplication_counts_a_late_redelivery_twice_with_arrival_
     schema = pa.schema([(c, pa.string() if c in text else pa.int64()) for c in COLUMNS])
     path = str(tmp_path / "arrivals.parquet")
     write_trace_file(path, pa.table({c: [r[c] for r in rows] for c in COLUMNS}, schema=schema))
-    updates: list[dict[str, Any]] = []
-
-    def keep(batch: Any, batch_id: int) -> None:
-        updates.extend(r.asDict() for r in batch.collect())
-
+    keep = BatchRows(get_spark(), str(tmp_path / "written"))
     native = (
         source(path).withColumn("ts", F.timestamp_millis((F.col("batch") + 1) * ARRIVAL_STEP_MS))
         .withWatermark("ts", f"{DELAY_MS} milliseconds")
@@ -413,6 +409,7 @@ def test_spark_native_deduplication_counts_a_late_redelivery_twice_with_arrival_
         .option("checkpointLocation", str(tmp_path / "native_ck")).trigger(availableNow=True).start()
     )  # fmt: skip
     run_to_end(query)
+    updates = [r.asDict() for _, rows in sorted(keep.by_batch(get_spark()).items()) for r in rows]
     spark_count = {u["key"]: u["count"] for u in updates}  # the last update of a key stands
     assert spark_count["again"] == 2, updates
     output = run_trace(as_trace({"aggregate": "count", "dedup_window": 1_000}, batches))
@@ -442,9 +439,13 @@ def test_spark_rows_without_a_place_or_with_a_shared_seq_change_nothing(tmp_path
                 "amount": amount}  # fmt: skip
 
     rows = [
-        row(0, 0, 1, "1"), row(0, 1, 2, "10"), row(0, 1, 2, "20"),  # seq 1 twice: neither counts
-        row(None, 2, 3, "100"), row(0, None, 3, "100"),  # no place: neither counts
-        row(1, 0, 2, "5"), row(1, 1, 3, "7"),  # the ids of the refused rows, folded now
+        row(0, 0, 1, "1"),
+        row(0, 1, 2, "10"),
+        row(0, 1, 2, "20"),  # seq 1 twice: neither counts
+        row(None, 2, 3, "100"),
+        row(0, None, 3, "100"),  # no place: neither counts
+        row(1, 0, 2, "5"),
+        row(1, 1, 3, "7"),  # the ids of the refused rows, folded now
     ]
     columns = (*COLUMNS, "reported")
     text = ("stream", "key", "amount")

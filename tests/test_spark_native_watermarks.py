@@ -166,11 +166,9 @@ def _json_files(folder: Path, files: list[list[int]]) -> str:
 
 
 def _batches(spark: Any, df: Any, tmp_path: Path) -> tuple[list[list[dict[str, Any]]], list[Any]]:
-    seen: dict[int, list[dict[str, Any]]] = {}
+    from spark_native.common import BatchRows
 
-    def collect(batch_df: Any, batch_id: int) -> None:
-        seen[batch_id] = [r.asDict() for r in batch_df.collect()]
-
+    collect = BatchRows(spark, str(tmp_path / "written"))
     query = (
         df.writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
@@ -178,7 +176,8 @@ def _batches(spark: Any, df: Any, tmp_path: Path) -> tuple[list[list[dict[str, A
         .start()
     )
     query.awaitTermination()
-    return [seen[k] for k in sorted(seen)], list(query.recentProgress)
+    seen = collect.by_batch(spark)
+    return [[r.asDict() for r in seen[k]] for k in sorted(seen)], list(query.recentProgress)
 
 
 def test_spark_input_caps_defer_input_and_never_reject_by_lag(spark: Any, tmp_path: Path) -> None:

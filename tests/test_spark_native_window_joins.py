@@ -110,8 +110,8 @@ def test_spark_native_a_delay_longer_than_a_spark_interval_is_declined_as_spark_
 
     too_long = TIMESTAMP_LIMIT_MS + 1
     rows = get_spark().range(1).selectExpr("timestamp_millis(id) AS ts")
-    with pytest.raises(Exception, match="CANNOT_PARSE_INTERVAL"):
-        rows.withWatermark("ts", f"{too_long} milliseconds")
+    with pytest.raises(Exception, match="CANNOT_PARSE_INTERVAL"):  # .schema: Connect plans lazily
+        rows.withWatermark("ts", f"{too_long} milliseconds").schema  # noqa: B018 - analysing is the probe
     config = {"join": "session_session", "gap_ms": 1, "allowed_lateness_ms": too_long}
     late = Trace("window_joins", config, ((Item("event", side="left", key="k", event_time=0),),))
     [answer] = native.run([late])
