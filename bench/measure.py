@@ -409,3 +409,20 @@ def machine() -> dict[str, Any]:
 
 def run_dict(run: Run) -> dict[str, Any]:
     return asdict(run)
+
+
+def page_opening(title: str, results: dict[str, Any]) -> list[str]:
+    """A generated page's opening lines: its title, the commands that made it, their wall time and
+    the machine's load before and after (``results``: ``machine``, ``wall_seconds``, ``commands``
+    or ``command``)."""
+    m, commands = results["machine"], results.get("commands", [results["command"]])
+    return [
+        f"# {title}",
+        "",
+        f"{'Commands' if len(commands) > 1 else 'Command'} (wall time {results['wall_seconds'] / 60:.0f} "
+        f"minutes on {m['before']['cores']} cores; load average before {m['before']['load_average']}, "
+        f"after {m['after']['load_average']}):",
+        "",
+        *(f"    {command}" for command in commands),
+        "",
+    ]

@@ -124,7 +124,8 @@ FULL = {
     "touch_events": 100_000, "touch_keys": 10_000, "touch_batches": 5,
 }  # fmt: skip
 
-STATE_RDDS = ("StateStoreRDD", "ReadStateStoreRDD")
+# the RDDs that make a stage stateful; the last is the stream-stream join's
+STATE_RDDS = ("StateStoreRDD", "ReadStateStoreRDD", "StateStoreAwareZipPartitionsRDD")
 T0 = 1_700_000_000_000  # event time of the first event, ms
 
 

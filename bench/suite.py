@@ -36,15 +36,9 @@ SIZES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 
 
 def markdown(results: dict[str, Any]) -> str:
-    m, s = results["machine"], results["settings"]
+    s = results["settings"]
     lines = [
-        "# Throughput of the Spark operators",
-        "",
-        f"Command (wall time {results['wall_seconds'] / 60:.0f} minutes on {m['before']['cores']} cores; "
-        f"load average before {m['before']['load_average']}, after {m['after']['load_average']}):",
-        "",
-        f"    {results['command']}",
-        "",
+        *measure.page_opening("Throughput of the Spark operators", results),
         f"**The workload** (bench/workload.py): Spark {results['spark_version']}, {s['master']}, "
         f"{s['partitions']} shuffle partitions, Spark's default Arrow chunking, RocksDB state store. "
         f"Each query reads Parquet files, one per micro-batch (`maxFilesPerTrigger=1`), "

@@ -62,8 +62,6 @@ JOINS = {
     },
     "ss": {"join": "session_session", "gap_ms": 2_000},
 }
-# Spark's stream-stream join reads its state through this RDD, which bench/scaleout.py does not list
-JOIN_STATE_RDD = "StateStoreAwareZipPartitionsRDD"
 
 
 def late_watermarks(batch: Any, side: Any, event_time: Any, batches: int) -> list[int]:
@@ -160,7 +158,6 @@ def run(df: Any, checkpoint: str, events_in: dict[int, int], ids: list[str], pai
 
 def print_shapes(log: str, names: dict[str, str]) -> None:
     """Per query, per stateful stage: shuffle records per task summed over the batches."""
-    scaleout.STATE_RDDS = (*scaleout.STATE_RDDS, JOIN_STATE_RDD)  # type: ignore[assignment] # one more name
     found = scaleout.stateful_stages(log)
     for query, name in names.items():
         if query not in found:

@@ -412,7 +412,8 @@ def child(spec: dict[str, Any]) -> None:
     import pyarrow.parquet as pq
 
     op = operators()[spec["area"]]
-    spark = scaleout.start_session(spec["master"], spec["partitions"])
+    log_dir = spec.get("event_log")  # bench/spread.py: where Spark writes its event log
+    spark = scaleout.start_session(spec["master"], spec["partitions"], log_dir)
     spark.sparkContext.setLogLevel("ERROR")
     source = os.path.join(spec["work"], "source")
     os.makedirs(source)
@@ -428,13 +429,18 @@ def child(spec: dict[str, Any]) -> None:
     else:
         query = to_noop(*op.native(df), checkpoint)
     finish(query)
+    query_id = str(query.id)
     progress = [
         {"batch": p.batchId, "rows": p.numInputRows, "trigger_ms": p.durationMs["triggerExecution"]}
         for p in query.recentProgress
         if p.numInputRows
     ]
-    spark.stop()
-    print(RESULT + json.dumps({"progress": progress, "events": events}), flush=True)
+    spark.stop()  # closes the event log
+    result: dict[str, Any] = {"progress": progress, "events": events}
+    if log_dir:
+        found = scaleout.stateful_stages(scaleout.event_log_file(log_dir))
+        result["stages"] = scaleout.stage_shapes(found.get(query_id, {}))
+    print(RESULT + json.dumps(result), flush=True)
 
 
 def noop_batch(rows: Any, batch_id: int) -> None:
