@@ -19,6 +19,7 @@ page (docs/spread.md). A benchmark prints figures; it asserts nothing.
     .tox/bench/bin/python bench/spread.py --page docs/spread.md --json docs/spread.json   # ~45 min
     .tox/bench/bin/python bench/spread.py --only late_data --rounds 1 --events 20000     # quick
     .tox/bench/bin/python bench/spread.py --parts shape                                  # no timings
+    .tox/bench/bin/python bench/spread.py --render a.json b.json --page docs/spread.md    # runs merged
 """
 
 from __future__ import annotations
@@ -146,12 +147,12 @@ def markdown(results: dict[str, Any]) -> str:
         "counterpart on that page.",
         "",
         "- **busiest task / fair share**: per stateful stage of the query, in micro-batch order, the "
-        "shuffle records the busiest task read over the stage's records divided by its tasks, in the "
-        "worst micro-batch (summed over the run in brackets), from Spark's event log of one run at "
-        "local[2]. At most 2x is the goal.",
+        "shuffle records the busiest task read over the stage's records divided by the shuffle "
+        "partitions, in the worst micro-batch (summed over the run in brackets), from Spark's event "
+        "log of one run at local[2]. At most 2x is the goal.",
         f"- **gain**: the median events/s (batches 2..) at local[2] over that at local[1], minus 1, "
-        f"over {a['rounds']} rounds, ours and native taking turns; **gain ratio**: ours over native's "
-        "(the goal is at least 0.8).",
+        f"over {a['rounds']} round{'s' if a['rounds'] != 1 else ''}, ours and native taking turns; "
+        "**gain ratio**: ours over native's (the goal is at least 0.8).",
         "",
         "| operator | size | busiest task / fair share, ours | native's | events/s ours, local[1] -> [2] "
         "| native | gain ours / native | gain ratio |",
@@ -187,7 +188,8 @@ def merged(paths: list[str]) -> dict[str, Any]:
             runs.append(json.load(f))
     result = dict(runs[0], commands=[r["command"] for r in runs], operators={})
     result["wall_seconds"] = sum(r["wall_seconds"] for r in runs)
-    result["machine"] = {"before": runs[0]["machine"]["before"], "after": runs[-1]["machine"]["after"]}
+    # the first run's load: give the run whose timings count first (the others measure counts)
+    result["machine"] = runs[0]["machine"]
     for run in runs:
         for area, row in run["operators"].items():
             result["operators"].setdefault(area, {}).update(row)
@@ -209,12 +211,16 @@ def main() -> None:
         "--render",
         nargs="+",
         metavar="JSON",
-        help="write --page from these runs' figures (a later run's operator and part win)",
+        help="write --page (and --json) from these runs' figures (a later run's operator and part win)",
     )
     args = parser.parse_args()
     if args.render:
+        results = merged(args.render)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
         with open(args.page, "w") as f:
-            f.write(markdown(merged(args.render)))
+            f.write(markdown(results))
         return
     import pyspark
 
