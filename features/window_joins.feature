@@ -176,6 +176,36 @@ Feature: Window joins
         | restarts from its checkpoint |
         | keeps running                |
 
+    @OXJ-R23 @OXJ-R3 @OXJ-R7 @OXJ-R17 @TR-5
+    Scenario: The same items in one batch give the same pairs, late rows and errors, numbered in it
+      The items of the restart scenario above, no longer cut after the watermark 10: the pair
+      (15, 17) is still emitted by the right event at 17 and (19, 17) by the left event at 19,
+      8 is still late and 5 still a regression; only their batch and seq change, and the one
+      progress row equals the two-batch run's last.
+      Given window joins with a tumbling-tumbling join of 10 ms panes
+      When these items arrive in one batch:
+        | kind      | side  | key | event_time | value | time |
+        | event     | left  | a   | 15         | 1     |      |
+        | event     | right | a   | 3          |       |      |
+        | watermark |       |     |            |       | 10   |
+        | event     | right | a   | 17         | 2     |      |
+        | event     | left  | a   | 8          |       |      |
+        | watermark |       |     |            |       | 5    |
+        | event     | left  | a   | 19         |       |      |
+      Then the pairs are:
+        | batch | seq | key | left_batch | left_seq | left_time | left_value | right_batch | right_seq | right_time | right_value |
+        | 0     | 3   | a   | 0          | 0        | 15        | 1          | 0           | 3         | 17         | 2           |
+        | 0     | 6   | a   | 0          | 6        | 19        | 0          | 0           | 3         | 17         | 2           |
+      And the late events are:
+        | batch | seq | side | key | event_time | watermark |
+        | 0     | 4   | left | a   | 8          | 10        |
+      And the errors are:
+        | batch | seq | reason              |
+        | 0     | 5   | watermark_regressed |
+      And the progress is:
+        | batch | watermark | left_events | right_events | pairs_emitted | late_events_dropped | open_windows |
+        | 0     | 10        | 2           | 2            | 2             | 1                   | 1            |
+
   Rule: Tumbling x sliding: a right event reaches every left pane its sliding windows overlap
 
     @OXJ-R8 @OXJ-R9 @OXJ-R10 @OXJ-R11 @OXJ-R17

@@ -448,7 +448,7 @@ SHOWN: dict[str, AreaClauses] = {
                 # which pairs exist: each join's rule, its lateness and purge, and what crosses a restart
                 rows=(
                     "OXJ-R3", "OXJ-R4", "OXJ-R5", "OXJ-R7", "OXJ-R8", "OXJ-R9", "OXJ-R10", "OXJ-R11",
-                    "OXJ-R12", "OXJ-R13", "OXJ-R14", "OXJ-R15", "OXJ-R21",
+                    "OXJ-R12", "OXJ-R13", "OXJ-R14", "OXJ-R15", "OXJ-R21", "OXJ-R23",
                 ),
                 columns={
                     "batch": ("OXJ-R3", "OXJ-R6", "OXJ-R11", "OXJ-R15"),
@@ -462,7 +462,7 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "late": TableClauses(
                 key=("batch", "seq"),
-                rows=("OXJ-R4", "OXJ-R7", "OXJ-R8", "OXJ-R11", "OXJ-R14"),  # one row per late event
+                rows=("OXJ-R4", "OXJ-R7", "OXJ-R8", "OXJ-R11", "OXJ-R14", "OXJ-R23"),  # one per late event
                 columns={
                     "side": ("OXJ-R1", "OXJ-R20"),
                     "key": ("OXJ-R1", "OXJ-R20"),
@@ -472,7 +472,7 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "progress": TableClauses(
                 key=("batch",),
-                rows=("OXJ-R17",),
+                rows=("OXJ-R17", "OXJ-R23"),
                 columns={
                     "watermark": ("OXJ-R2", "OXJ-R21"),
                     "left_events": ("OXJ-R7", "OXJ-R11", "OXJ-R14", "OXJ-R17", "OXJ-R21"),
@@ -488,7 +488,9 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             # R19: the reasons and their order; R2: watermark_regressed
             "errors": TableClauses(
-                key=("batch", "seq"), rows=("OXJ-R2", "OXJ-R19"), columns={"reason": ("OXJ-R2", "OXJ-R19")}
+                key=("batch", "seq"),
+                rows=("OXJ-R2", "OXJ-R19", "OXJ-R23"),
+                columns={"reason": ("OXJ-R2", "OXJ-R19")},
             ),
         },
     ),

@@ -221,7 +221,7 @@ def _recut_differences(trace: Trace, out: Output, recut: Trace, again: Output) -
     return problems
 
 
-@pytest.mark.clauses("OXJ-R3", "OXJ-R17", "OXJ-R21", "TR-5")
+@pytest.mark.clauses("OXJ-R23", "OXJ-R3", "OXJ-R17", "OXJ-R21", "TR-5")
 @given(st.one_of(*(_traces(join) for join in JOINS)), st.data())
 def test_batch_cuts_change_nothing_but_the_numbering(trace: Trace, data: st.DataObject) -> None:
     """The same items cut into other batches (empty ones included): the same pairs, late rows and
@@ -254,7 +254,7 @@ def recut_traces() -> list[Trace]:
 
 # the traces and their twins join the session's pre-run
 @pytest.mark.prerun_traces.with_args(recut_traces)  # with_args: the one argument is a function
-@pytest.mark.clauses("OXJ-R3", "OXJ-R17", "OXJ-R21", "TR-5")
+@pytest.mark.clauses("OXJ-R23", "OXJ-R3", "OXJ-R17", "OXJ-R21", "TR-5")
 def test_batch_cuts_change_nothing_but_the_numbering_on_the_engine(engine_under_test: Any) -> None:
     """The engine's answer to a trace and to its re-cut twin: the same pairs, late rows and error
     rows item for item, and the same progress wherever both traces end a batch."""
@@ -283,7 +283,7 @@ def _pairs_counted_per_batch(out: Output) -> Output:
     return {**out, "progress": progress}
 
 
-@pytest.mark.clauses("OXJ-R3", "OXJ-R17", "TR-5")
+@pytest.mark.clauses("OXJ-R23", "OXJ-R3", "OXJ-R17", "TR-5")
 @pytest.mark.parametrize("planted", [_first_items_pairs_lost, _pairs_counted_per_batch])
 def test_the_batch_cut_comparison_convicts_a_join_that_depends_on_its_batches(planted: Any) -> None:
     """The comparison above drops the numbering and reads progress only where both traces end a

@@ -404,6 +404,7 @@ class WindowJoinStream:
         self.out: dict[str, list[Row]] = {t: [] for t in ("pairs", "late", "progress", "errors")}
 
     def run_batch(self, b: int, batch: Sequence[Item]) -> None:
+        # OXJ-R23: item by item; nothing is read as it stood at the batch's start
         for seq, item in enumerate(batch):
             error = item_error(item, self.join.watermark)
             if error is not None:
