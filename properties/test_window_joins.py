@@ -36,7 +36,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.engine import run_canonical
-from harness.hypothesis_profiles import run_seed
+from harness.hypothesis_profiles import differential_budget, run_seed
 from harness.outputs import TABLES, Row
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
 from reference.window_joins import (
@@ -52,7 +52,7 @@ from reference.window_joins import (
     run_trace,
     validate_config,
 )
-from strategies.common import check_generated, generate
+from strategies.common import check_generated, fold_restarts, generate
 from strategies.window_joins import (
     AREA,
     DIFFERENTIAL,
@@ -237,14 +237,20 @@ RECUT_TRACES = 16
 
 def recut_pairs() -> list[tuple[Trace, Trace]]:
     """Generated traces of every join and each one's re-cut twin: up to six cuts anywhere, a
-    restart after some of the new batches (the same on every call)."""
+    restart after some of the new batches (the same on every call). Restart points sit on the
+    profile's boundaries, as the differential traces' do: each other boundary would cost the
+    engine's whole query of the area a restart."""
+    positions = differential_budget().restart_positions
     pairs = []
     for trace in generate(st.one_of(*(_traces(join) for join in JOINS)), RECUT_TRACES, run_seed() + 3):
         rng = random.Random(trace.dumps())
         items = sum(len(batch) for batch in trace.batches)
         cuts = sorted(rng.randint(0, items) for _ in range(rng.randint(1, 6)))
         restarts = frozenset(b for b in range(len(cuts)) if rng.random() < 0.3)
-        pairs.append((trace, _recut(trace, cuts, restarts)))
+        twin = _recut(trace, cuts, restarts)
+        if positions:
+            trace, twin = fold_restarts(trace, positions), fold_restarts(twin, positions)
+        pairs.append((trace, twin))
     return pairs
 
 
