@@ -257,7 +257,8 @@ def _run_tables(spark: Any, tables: list[HostileTable]) -> RunResult:
     from spark_impl.testing.hostile_rows import run_tables
 
     with tempfile.TemporaryDirectory(prefix="hostile-rows-") as work:
-        return run_tables(spark, tables, work)
+        # a few rows per stage: each shuffle partition of a stateful stage costs ~1 s per batch
+        return run_tables(spark, tables, work, shuffle_partitions=1)
 
 
 @pytest.mark.parametrize(

@@ -851,10 +851,13 @@ class RunResult:
     by_instance: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
-def run_tables(spark: Any, tables: Sequence[HostileTable], work: str) -> RunResult:
+def run_tables(
+    spark: Any, tables: Sequence[HostileTable], work: str, shuffle_partitions: int | None = None
+) -> RunResult:
     """ONE streaming query over every table: per (area, typing) the area's operator
     (``engine_output(df, configs, seq_unique=False)``), outputs unioned into one parquet sink,
-    split back per table by (operator instance, stream id)."""
+    split back per table by (operator instance, stream id). ``shuffle_partitions``: the query's
+    own count (its checkpoint keeps it; the session's setting is restored once it started)."""
     import importlib
     import os
     import time
@@ -883,10 +886,16 @@ def run_tables(spark: Any, tables: Sequence[HostileTable], work: str) -> RunResu
     assert output is not None
     sink, checkpoint = os.path.join(work, "sink"), os.path.join(work, "checkpoint")
     started = time.perf_counter()
-    query = (
-        output.writeStream.format("parquet").option("checkpointLocation", checkpoint).option("path", sink)
-        .outputMode("append").trigger(availableNow=True).start()
-    )  # fmt: skip
+    session_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    if shuffle_partitions is not None:
+        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    try:
+        query = (
+            output.writeStream.format("parquet").option("checkpointLocation", checkpoint).option("path", sink)
+            .outputMode("append").trigger(availableNow=True).start()
+        )  # fmt: skip
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", session_partitions)
     try:
         query.awaitTermination()
     finally:
