@@ -46,6 +46,7 @@ def test_spark_grouped_queries_answer_as_the_oracle() -> None:
     traces = small_run()
     assert any(t.restart_after for t in traces) and any(not t.restart_after for t in traces)
     spark = get_spark()
+    others = {q.id for q in spark.streams.active}  # another test's query may run beside (after_prerun)
     # the finest split: four queries here, two of them restarted, two at once
     grouped = run_canonical(SparkEngine(spark, concurrent_queries=2, split_restarts=True), traces)
     oracle = run_canonical(ReferenceEngine(), traces)
@@ -54,7 +55,7 @@ def test_spark_grouped_queries_answer_as_the_oracle() -> None:
             assert isinstance(mine, InvalidConfig), trace.dumps()
         else:
             assert mine == expected, trace.dumps()
-    assert spark.streams.active == []
+    assert {q.id for q in spark.streams.active} <= others
 
 
 @pytest.mark.clauses("TR-9")
@@ -77,13 +78,14 @@ def test_spark_a_failing_query_ends_the_run_naming_its_area(monkeypatch: pytest.
 
     monkeypatch.setattr(late_data, "engine_streams", late_data_fails)
     spark = get_spark()
+    others = {q.id for q in spark.streams.active}
     traces = [t for t in small_run() if t.area != "late_data" or t.restart_after]
     with pytest.raises(
         RuntimeError, match=r"(?s)^late_data query failed: .*this test fails the query"
     ) as failure:
         SparkEngine(spark, concurrent_queries=2, split_restarts=True).run(traces)
     assert "keyed_watermarks" not in str(failure.value).splitlines()[0]
-    assert spark.streams.active == []
+    assert {q.id for q in spark.streams.active} <= others
 
 
 @pytest.mark.clauses("TR-9")

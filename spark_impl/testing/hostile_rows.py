@@ -858,9 +858,55 @@ def run_tables(
     (``engine_output(df, configs, seq_unique=False)``), outputs unioned into one parquet sink,
     split back per table by (operator instance, stream id). ``shuffle_partitions``: the query's
     own count (its checkpoint keeps it; the session's setting is restored once it started)."""
+    return start_tables(spark, tables, work, shuffle_partitions).result()
+
+
+@dataclass
+class StartedTables:
+    """The query of ``start_tables``, running in Spark's own threads until ``result`` waits for it."""
+
+    spark: Any
+    tables: Sequence[HostileTable]
+    query: Any
+    sink: str
+    batches: int
+    instances: dict[tuple[str, str], int]
+
+    def result(self) -> RunResult:
+        try:
+            self.query.awaitTermination()
+        finally:
+            if self.query.isActive:
+                self.query.stop()
+        # its micro-batches' own time: it may have ended long before anyone waited for it
+        seconds = sum(p["durationMs"].get("triggerExecution", 0) for p in self.query.recentProgress) / 1000
+        tables, instances = self.tables, self.instances
+        result = RunResult({}, seconds, self.batches, len(instances),
+                           by_instance={n: g for g, n in instances.items()})  # fmt: skip
+        if self.query.exception() is not None:
+            result.error = str(self.query.exception())
+            return result
+        owner = {(instances[(t.area, t.typing.name)], t.stream): i for i, t in enumerate(tables)}
+        raw: dict[int, dict[str, list[tuple[Any, ...]]]] = {
+            i: {n: [] for n in TABLES[t.area]} for i, t in enumerate(tables)
+        }
+        for r in self.spark.read.parquet(self.sink).collect():
+            d = r.asDict()
+            owned = owner.get((d["hostile_instance"], d["stream_id"]))
+            if owned is None:
+                raise AssertionError(f"a row of no table: {d}")
+            columns = TABLES[tables[owned].area][d["output"]]
+            raw[owned][d["output"]].append(tuple(d[c] for c in columns))
+        result.outputs = {i: canonical(tables[i].area, out) for i, out in raw.items()}
+        return result
+
+
+def start_tables(
+    spark: Any, tables: Sequence[HostileTable], work: str, shuffle_partitions: int | None = None
+) -> StartedTables:
+    """``run_tables``' query, started and not waited for: the plan is built in the caller's thread."""
     import importlib
     import os
-    import time
 
     from pyspark.sql import functions as F
 
@@ -885,7 +931,6 @@ def run_tables(
         output = part if output is None else output.unionByName(part, allowMissingColumns=True)
     assert output is not None
     sink, checkpoint = os.path.join(work, "sink"), os.path.join(work, "checkpoint")
-    started = time.perf_counter()
     session_partitions = spark.conf.get("spark.sql.shuffle.partitions")
     if shuffle_partitions is not None:
         spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -896,30 +941,7 @@ def run_tables(
         )  # fmt: skip
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", session_partitions)
-    try:
-        query.awaitTermination()
-    finally:
-        if query.isActive:
-            query.stop()
-    seconds = time.perf_counter() - started
-    result = RunResult({}, seconds, batches, len(instances),
-                       by_instance={n: g for g, n in instances.items()})  # fmt: skip
-    if query.exception() is not None:
-        result.error = str(query.exception())
-        return result
-    owner = {(instances[(t.area, t.typing.name)], t.stream): i for i, t in enumerate(tables)}
-    raw: dict[int, dict[str, list[tuple[Any, ...]]]] = {
-        i: {n: [] for n in TABLES[t.area]} for i, t in enumerate(tables)
-    }
-    for r in spark.read.parquet(sink).collect():
-        d = r.asDict()
-        owned = owner.get((d["hostile_instance"], d["stream_id"]))
-        if owned is None:
-            raise AssertionError(f"a row of no table: {d}")
-        columns = TABLES[tables[owned].area][d["output"]]
-        raw[owned][d["output"]].append(tuple(d[c] for c in columns))
-    result.outputs = {i: canonical(tables[i].area, out) for i, out in raw.items()}
-    return result
+    return StartedTables(spark, tables, query, sink, batches, instances)
 
 
 def differences(table: HostileTable, actual: Output) -> str:
