@@ -106,10 +106,12 @@ def start_script() -> None:
     if "run" not in _SCRIPT:
         work = tempfile.TemporaryDirectory(prefix="readme-pipeline-")
         script = DRIVER.replace("SNIPPET", readme_snippet())
-        process = subprocess.Popen(
-            [sys.executable, "-c", script], cwd=work.name, env=users_env(),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        # into files, not pipes: nobody reads a pipe until the test runs, and a full one would stall it
+        folder = Path(work.name)
+        with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-c", script], cwd=work.name, env=users_env(), stdout=out, stderr=err
+            )
         _SCRIPT["run"] = (process, work)
 
 
@@ -120,9 +122,10 @@ def test_spark_readme_pipeline_runs_on_a_plain_session_plus_the_documented_step(
     process, work = _SCRIPT.pop("run")
     with work:
         try:
-            stdout, stderr = process.communicate(timeout=600)
+            process.wait(timeout=600)
         finally:
             process.kill()  # a no-op once it ended
+        stdout, stderr = (Path(work.name, name).read_text() for name in ("stdout", "stderr"))
     env = users_env()
     done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
