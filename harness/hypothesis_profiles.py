@@ -77,8 +77,8 @@ settings.register_profile("thorough", _BASE, max_examples=1000, database=None)
 
 BUDGETS = {
     "dev": DifferentialBudget(traces=50, shrink_seconds=30.0, restart_positions=(0, 2)),
-    # ci: the first 100 traces of seed 0 reach no duplicate of a message folded before a restart
-    # (exactly-once) and no admitted event shed (SLA); 200 reach them 43 and 7 times (generator_coverage)
+    # ci: seed 0's draw of 100 traces reaches no duplicate of a message folded before a restart
+    # (exactly-once) and no admitted event shed (SLA); its 200 reach them 43 and 7 times (generator_coverage)
     "ci": DifferentialBudget(traces=200, shrink_seconds=120.0, restart_positions=(0, 2)),
     "thorough": DifferentialBudget(traces=1000, shrink_seconds=300.0),
 }

@@ -51,8 +51,8 @@ versions) and a hash of every project source file the count ran. A run under
 those conditions with those files unchanged reads it and draws nothing;
 ``properties/test_generator_coverage.py`` fails when a source changed (refresh:
 ``python -m strategies.generator_coverage --write-committed``, about 2.5 minutes) and
-counts one area afresh to compare: its first SPOT_TRACES traces, whose counts the
-file holds too, and all of them in the conformance job.
+counts one area afresh to compare: a draw of SPOT_TRACES traces, whose counts the
+file holds too, and the whole draw in the conformance job.
 """
 
 from __future__ import annotations
