@@ -9,7 +9,8 @@
   go to ONE ``engine.run`` call; later steps read the cache. Property tests
   use ``engine.run(traces)`` on the same cache. The tests that ask the
   oracle alone run first, and that call runs in a thread beside them; every
-  other test waits for it.
+  other test waits for it. The engine starts, on its smallest scenario, while
+  the main thread draws the differential tests' traces.
 * Tags: clause tags (``@F065-R7``) become ``@pytest.mark.clauses(...)``, the
   marker property tests use; ``@oracle-only`` scenarios run on the reference
   engine only and are deselected, and counted as oracle-only, for the others.
@@ -338,18 +339,40 @@ class EngineHandle:
         if self.prepared:
             return
         self.prepared = True
-        todo, scenarios = self.runs.prerun_traces(self)
+        starting: list[threading.Thread] = []
+
+        def start_engine(scenarios: list[Trace]) -> None:
+            # The engine starts on the smallest scenario while this thread draws the tests' traces:
+            # the draw keeps one core busy, the engine's start mostly its own processes.
+            if scenarios:
+                start = threading.Thread(
+                    target=self._start, args=(scenarios,), name=f"start-{self.id}", daemon=True
+                )
+                starting.append(start)
+                start.start()
+
+        # The engine's processes (Spark's JVM) keep the stdout they start with: start them under
+        # pytest's capture, as a test would, not on the terminal.
+        with _global_capture(self.runs.config):
+            todo, scenarios = self.runs.prerun_traces(self, start_engine)
+            if not starting:
+                self._start(todo)
+            for thread in starting:
+                thread.join()
         if todo:
-            # The engine's processes (Spark's JVM) keep the stdout they start with: start them with
-            # one trace here, under pytest's capture as a test would, not on the terminal.
-            with _global_capture(self.runs.config), contextlib.suppress(Exception):
-                self.run([min(todo, key=lambda t: sum(len(b) for b in t.batches))])  # errors: noted below
             note = f", in the background beside {beside} tests of the oracle, after one trace alone"
             self.background = threading.Thread(
                 target=self.runs.run_prerun, args=(self, todo, scenarios, note), name=f"prerun-{self.id}",
                 daemon=True,
             )  # fmt: skip
             self.background.start()
+
+    def _start(self, traces: list[Trace]) -> None:
+        """Starts the engine's processes with the smallest of ``traces`` (its errors are noted
+        when the pre-run meets them)."""
+        if traces:
+            with contextlib.suppress(Exception):
+                self.run([min(traces, key=lambda t: sum(len(b) for b in t.batches))])
 
     def output(self, trace: Trace) -> Output | Exception:
         """Output of one trace: from the session pre-run, or run alone on a miss."""
@@ -472,12 +495,18 @@ class EngineRuns:
         if todo:
             self.run_prerun(handle, todo, scenarios)
 
-    def prerun_traces(self, handle: EngineHandle) -> tuple[list[Trace], int]:
+    def prerun_traces(
+        self, handle: EngineHandle, scenarios_ready: Callable[[list[Trace]], None] | None = None
+    ) -> tuple[list[Trace], int]:
         """The pre-run's traces of this engine and how many of them are scenarios'. Runs in the
-        main thread: replaying scenarios and drawing registered traces use pytest and Hypothesis."""
+        main thread: replaying scenarios and drawing registered traces use pytest and Hypothesis.
+        ``scenarios_ready`` is given the engine's scenario traces before the draw begins."""
         traces, skipped = scenario_traces(self.items, handle.id)
         self.prerun_skipped[handle.id] = skipped
         scenarios = len(traces)
+        if scenarios_ready is not None:
+            areas = handle.engine().areas
+            scenarios_ready([t for t in traces.values() if t.area in areas])
         for item in self.items:
             registered = item.stash.get(PRERUN_TRACES, None)
             if registered is None or _engine_of(item) != handle.id:

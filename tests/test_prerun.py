@@ -4,8 +4,9 @@ An engine other than the oracle is asked, before its first test, for the traces 
 selected scenario and of every selected differential test (which register them); the tests
 then read their answers from that run, so an expensive engine pays its fixed costs once.
 That call runs in a thread while the oracle's tests run, and no other test starts before it
-has finished; one trace runs first, alone and under pytest's capture, so that whatever the
-engine's processes print is captured rather than written to the terminal.
+has finished; one scenario's trace runs first, alone and under pytest's capture, so that
+whatever the engine's processes print is captured rather than written to the terminal. It runs
+in a thread of its own, while the main thread draws the differential tests' traces.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def log(pytester: pytest.Pytester) -> list[str]:
 
 
 def test_the_engine_starts_with_one_trace_before_any_test(log: list[str]) -> None:
-    assert log[:2] == ["run start 1 MainThread", "run end"], log
+    assert log[:2] == ["run start 1 start-slow_engine:ENGINE", "run end"], log
 
 
 def test_the_pre_run_runs_in_a_thread_beside_the_oracles_tests(log: list[str]) -> None:
