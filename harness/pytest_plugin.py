@@ -161,7 +161,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "after_prerun(function): (given with .with_args) function() starts work in the background that "
-        "the test reads later; called once, when the first test that may not run beside the pre-runs starts",
+        "the test reads later; called once, when the first test that may not run beside the pre-runs "
+        "and is not marked before_background starts",
+    )
+    config.addinivalue_line(
+        "markers",
+        "before_background: a test that waits on the wall clock: it runs first after the pre-runs, "
+        "before the after_prerun functions start their background work",
     )
     engines = list(dict.fromkeys(config.getoption("engines") or DEFAULT_ENGINES))
     config.stash[_RUNS] = EngineRuns(config, engines)
@@ -688,7 +694,8 @@ def pytest_collection_modifyitems(
         items[:] = [i for i in items if i not in oracle_only]
         config.hook.pytest_deselected(items=oracle_only)
     # The oracle's tests first: the other engines' pre-runs run beside them (pytest_runtestloop).
-    items[:] = sorted(items, key=lambda i: not _beside_prerun(config, i))
+    # Then the tests that wait on the wall clock, before the after_prerun work starts.
+    items[:] = sorted(items, key=lambda i: (not _beside_prerun(config, i), not _waits_on_the_clock(i)))
 
 
 BESIDE_SUITES = ("features", "properties")  # where a test that names no engine asks the oracle alone
@@ -710,6 +717,10 @@ def _beside_prerun(config: pytest.Config, item: pytest.Item) -> bool:
     return suite in BESIDE_SUITES and not _is_spark_only(item)
 
 
+def _waits_on_the_clock(item: pytest.Item) -> bool:
+    return item.get_closest_marker("before_background") is not None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Any:
     beside = sum(1 for i in session.items if _beside_prerun(session.config, i))
@@ -727,7 +738,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         for handle in item.config.stash[_RUNS].handles.values():
             if handle.background is not None:
                 handle.prepare()
-        _start_after_prerun(item.session)
+        if not _waits_on_the_clock(item):
+            # a wall-clock test beside the background work would take most of a minute longer
+            _start_after_prerun(item.session)
 
 
 _STARTED = pytest.StashKey[bool]()

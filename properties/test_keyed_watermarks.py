@@ -858,6 +858,7 @@ def test_spark_state_layout_is_versioned() -> None:
 
 
 @pytest.mark.clauses("F065-R5", "F065-R10")
+@pytest.mark.before_background
 @pytest.mark.parametrize("processing_time_col", ["current_timestamp", "timestamp"])
 def test_spark_on_the_rate_source_an_idle_key_stops_holding_the_global_watermark(
     tmp_path: Any, processing_time_col: str

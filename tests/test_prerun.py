@@ -137,6 +137,11 @@ def test_unmarked():
 @pytest.mark.after_prerun.with_args(start)
 def test_second_reader():
     note("test_second_reader")
+
+
+@pytest.mark.before_background
+def test_on_the_clock():
+    note("test_on_the_clock")
 """
 
 LOGGING_CONFTEST = """\
@@ -167,7 +172,7 @@ def log(pytester: pytest.Pytester) -> list[str]:
     result = pytester.runpytest(
         "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", "slow_engine:ENGINE"
     )  # fmt: skip
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=8)
     assert "the slow engine starts" not in result.stdout.str()  # captured, as in a test
     return (pytester.path / "events.log").read_text().splitlines()
 
@@ -196,5 +201,14 @@ def test_an_after_prerun_function_is_called_once_when_the_pre_run_is_over(log: l
     """Two tests name it; it runs once, after the pre-run and before the first test that waited."""
     end = log.index("run end", log.index("run start 1 prerun-slow_engine:ENGINE"))
     assert log.count("after_prerun start") == 1, log
-    first_after = min(i for i, line in enumerate(log) if line.startswith("test ") and i > end)
+    waiting = [i for i, line in enumerate(log) if line.startswith("test ") and i > end]
+    first_after = min(i for i in waiting if log[i] != "test test_on_the_clock")
     assert end < log.index("after_prerun start") < first_after, log
+
+
+def test_a_wall_clock_test_runs_after_the_pre_run_and_before_the_background_work(log: list[str]) -> None:
+    """``before_background``: first after the pre-run, and the after_prerun functions wait for it."""
+    end = log.index("run end", log.index("run start 1 prerun-slow_engine:ENGINE"))
+    clock = log.index("test test_on_the_clock")
+    assert end < clock < log.index("after_prerun start"), log
+    assert clock == min(i for i, line in enumerate(log) if line.startswith("test ") and i > end), log
