@@ -102,16 +102,18 @@ _SCRIPT: dict[str, tuple[subprocess.Popen[str], tempfile.TemporaryDirectory[str]
 
 def start_script() -> None:
     """The script starts once the pre-run is over, in a process of its own beside the tests that
-    follow (they leave most of a core idle); its test reads what it printed."""
+    follow (they leave most of a core idle), at nice 19; its test reads what it printed."""
     if "run" not in _SCRIPT:
         work = tempfile.TemporaryDirectory(prefix="readme-pipeline-")
         script = DRIVER.replace("SNIPPET", readme_snippet())
         # into files, not pipes: nobody reads a pipe until the test runs, and a full one would stall it
         folder = Path(work.name)
         with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+            # at the lowest CPU priority: it takes what the tests leave idle instead of slowing them
             process = subprocess.Popen(
-                [sys.executable, "-c", script], cwd=work.name, env=users_env(), stdout=out, stderr=err
-            )
+                [sys.executable, "-c", script], cwd=work.name, env=users_env(), stdout=out, stderr=err,
+                preexec_fn=lambda: os.nice(19),
+            )  # fmt: skip
         _SCRIPT["run"] = (process, work)
 
 
