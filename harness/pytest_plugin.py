@@ -161,13 +161,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "after_prerun(function): (given with .with_args) function() starts work in the background that "
-        "the test reads later; called once, when the first test that may not run beside the pre-runs "
-        "and is not marked before_background starts",
+        "the test reads later; called once, when the pre-runs are over: at the next oracle test's start "
+        "if they ended beside the oracle's tests, else when the first test that may not run beside "
+        "them and is not marked before_background starts",
     )
     config.addinivalue_line(
         "markers",
         "before_background: a test that waits on the wall clock: it runs first after the pre-runs, "
-        "before the after_prerun functions start their background work",
+        "before the after_prerun functions start their background work (unless the pre-runs ended "
+        "beside the oracle's tests, which started it)",
     )
     engines = list(dict.fromkeys(config.getoption("engines") or DEFAULT_ENGINES))
     config.stash[_RUNS] = EngineRuns(config, engines)
@@ -194,6 +196,8 @@ def _configure_seed(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SWITCH_INTERVAL_BEFORE in config.stash:
+        sys.setswitchinterval(config.stash[_SWITCH_INTERVAL_BEFORE])
     before = config.stash.get(_REPLAY_BEFORE, None)
     if before is not None:
         replay.restore(before)
@@ -367,6 +371,7 @@ class EngineHandle:
                 thread.join()
         if todo:
             note = f", in the background beside {beside} tests of the oracle, after one trace alone"
+            _lower_switch_interval(self.runs.config)
             self.background = threading.Thread(
                 target=self.runs.run_prerun, args=(self, todo, scenarios, note), name=f"prerun-{self.id}",
                 daemon=True,
@@ -402,6 +407,20 @@ class EngineHandle:
             results = run_canonical(engine, list(missing.values()))
             self.cache.update(zip(missing.keys(), results, strict=True))
         return [self.cache[k] for k in keys]
+
+
+# The pre-run's thread drives its engine over sockets (Spark: py4j) and needs the GIL for a moment
+# after each reply; beside an oracle test that holds it, each moment waited the default 5 ms.
+BACKGROUND_SWITCH_INTERVAL = 0.0005  # seconds
+_SWITCH_INTERVAL_BEFORE = pytest.StashKey[float]()
+
+
+def _lower_switch_interval(config: pytest.Config) -> None:
+    """From the first background work on, the interpreter's switch interval is
+    ``BACKGROUND_SWITCH_INTERVAL`` (restored when the session ends)."""
+    if _SWITCH_INTERVAL_BEFORE not in config.stash:
+        config.stash[_SWITCH_INTERVAL_BEFORE] = sys.getswitchinterval()
+        sys.setswitchinterval(min(BACKGROUND_SWITCH_INTERVAL, sys.getswitchinterval()))
 
 
 @contextlib.contextmanager
@@ -724,6 +743,7 @@ def _waits_on_the_clock(item: pytest.Item) -> bool:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Any:
     beside = sum(1 for i in session.items if _beside_prerun(session.config, i))
+    session.config.stash[_BESIDE_PACE] = _BesidePace(beside)
     if beside and not session.config.option.collectonly:
         for handle in session.config.stash[_RUNS].handles.values():
             if handle.id != ORACLE_ENGINE and any(_engine_of(i) == handle.id for i in session.items):
@@ -741,6 +761,46 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if not _waits_on_the_clock(item):
             # a wall-clock test beside the background work would take most of a minute longer
             _start_after_prerun(item.session)
+    elif _BESIDE_PACE in item.config.stash:
+        left = item.config.stash[_BESIDE_PACE].note_start()
+        if left >= EARLY_BACKGROUND_SECONDS and _prerun_over(item.config):
+            # The pre-runs ended well before the oracle's tests will (the conformance job's thousand
+            # examples each): the background work takes the core they leave, rather than wait.
+            _start_after_prerun(item.session)
+
+
+# The after_prerun work starts beside the oracle's tests only when they will go on this long, at
+# the pace they have kept: else the wall-clock tests after them would run beside it for nothing.
+EARLY_BACKGROUND_SECONDS = 120.0
+
+
+@dataclass
+class _BesidePace:
+    """How far the tests that run beside the pre-runs have got, and how fast."""
+
+    total: int
+    first_start: float = 0.0
+    started: int = 0
+
+    def note_start(self) -> float:
+        """Counts one more of them as started; the seconds the rest will take at the pace so far."""
+        now = time.monotonic()
+        self.started += 1
+        if self.started == 1:
+            self.first_start = now
+            return 0.0
+        return (now - self.first_start) / (self.started - 1) * (self.total - self.started + 1)
+
+
+_BESIDE_PACE = pytest.StashKey[_BesidePace]()
+
+
+def _prerun_over(config: pytest.Config) -> bool:
+    """Whether every engine but the oracle has run its pre-run, none still in its thread."""
+    handles = [h for h in config.stash[_RUNS].handles.values() if h.id != ORACLE_ENGINE]
+    return bool(handles) and all(
+        h.prepared and (h.background is None or not h.background.is_alive()) for h in handles
+    )
 
 
 _STARTED = pytest.StashKey[bool]()

@@ -158,6 +158,10 @@ def pytest_runtest_call(item):
 
 @pytest.fixture
 def log(pytester: pytest.Pytester) -> list[str]:
+    return _run(pytester, passed=8)
+
+
+def _run(pytester: pytest.Pytester, passed: int) -> list[str]:
     pytester.makeini("[pytest]\n")
     pytester.mkdir("features")
     (pytester.path / "features" / "conftest.py").write_text(
@@ -166,13 +170,13 @@ def log(pytester: pytest.Pytester) -> list[str]:
     (pytester.path / "features" / "two.feature").write_text(FEATURE)
     (pytester.path / "features" / "test_two.py").write_text(TEST_MODULE)
     (pytester.path / "slow_engine.py").write_text(SLOW_ENGINE)
-    pytester.mkdir("tests")
+    (pytester.path / "tests").mkdir(exist_ok=True)
     (pytester.path / "tests" / "test_plain.py").write_text(PLAIN_TESTS)
     pytester.syspathinsert()
     result = pytester.runpytest(
         "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", "slow_engine:ENGINE"
     )  # fmt: skip
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=passed)
     assert "the slow engine starts" not in result.stdout.str()  # captured, as in a test
     return (pytester.path / "events.log").read_text().splitlines()
 
@@ -212,3 +216,51 @@ def test_a_wall_clock_test_runs_after_the_pre_run_and_before_the_background_work
     clock = log.index("test test_on_the_clock")
     assert end < clock < log.index("after_prerun start"), log
     assert clock == min(i for i, line in enumerate(log) if line.startswith("test ") and i > end), log
+
+
+SLOW_ORACLE_TESTS = """\
+import sys
+import time
+
+import pytest
+
+
+@pytest.mark.oracle_alone
+@pytest.mark.parametrize("n", range(8))
+def test_slow(n):
+    time.sleep(0.4)
+    with open("events.log", "a") as f:
+        f.write(f"switch interval {sys.getswitchinterval()}\\n")
+"""
+
+
+@pytest.fixture
+def early_log(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """As ``log``, with eight oracle tests of 0.4 s each that outlast the pre-run, and the
+    early start's threshold at 1 s instead of minutes."""
+    from harness import pytest_plugin
+
+    monkeypatch.setattr(pytest_plugin, "EARLY_BACKGROUND_SECONDS", 1.0)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_slow_oracle.py").write_text(SLOW_ORACLE_TESTS)
+    before = sys.getswitchinterval()
+    log = _run(pytester, passed=16)
+    assert sys.getswitchinterval() == before  # restored when the session ends
+    return log
+
+
+def test_after_a_pre_run_that_ends_beside_long_oracle_tests_the_background_work_starts_beside_them(
+    early_log: list[str],
+) -> None:
+    log = early_log
+    end = log.index("run end", log.index("run start 1 prerun-slow_engine:ENGINE"))
+    start = log.index("after_prerun start")
+    oracle = [i for i, line in enumerate(log) if line.startswith("switch interval")]
+    assert end < start < max(oracle), log  # while oracle tests were still to run
+    assert start < log.index("test test_on_the_clock"), log  # which the wall-clock test accepts
+    assert log.count("after_prerun start") == 1, log
+
+
+def test_the_switch_interval_is_short_while_the_pre_run_runs_beside_the_oracle(early_log: list[str]) -> None:
+    intervals = {line for line in early_log if line.startswith("switch interval")}
+    assert intervals == {"switch interval 0.0005"}, early_log
