@@ -69,8 +69,11 @@ def answer_all(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def main() -> None:
     cases = [json.loads(line) for line in sys.stdin if line.strip()]
-    for answer in answer_all(cases):
+    answers = answer_all(cases)
+    for answer in answers:
         print(json.dumps(answer), flush=True)
+    started = any(case.get("area") in AREAS for case in cases)  # then Flink's JVM is up
+    print(json.dumps({"provenance": common.provenance(started=started)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -43,12 +43,31 @@ def new_environment() -> tuple[Any, Any]:
     from pyflink.table import StreamTableEnvironment
 
     conf = Configuration()
-    conf.set_string("pipeline.auto-watermark-interval", "0")  # the SQL assigner emits after each record
-    conf.set_string("parallelism.default", "1")
-    conf.set_string("python.fn-execution.bundle.size", "1")  # watermarks reach Python record by record
+    for key, value in SETTINGS.items():
+        conf.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(1)
     return env, StreamTableEnvironment.create(env)
+
+
+SETTINGS = {
+    "pipeline.auto-watermark-interval": "0",  # the SQL assigner emits after each record
+    "parallelism.default": "1",
+    "python.fn-execution.bundle.size": "1",  # watermarks reach Python record by record
+}
+
+
+def provenance(started: bool) -> dict[str, str]:
+    """Versions and settings of the run (the engine protocol's provenance line); Java's version
+    when a job ran (asking it starts the JVM)."""
+    from pyflink.version import __version__
+
+    out = {"flink": __version__, "python": sys.version.split()[0], **SETTINGS, "jobs": "one per run"}
+    if started:
+        from pyflink.java_gateway import get_gateway
+
+        out["java"] = str(get_gateway().jvm.java.lang.System.getProperty("java.version"))
+    return out
 
 
 def source_with_watermark(env: Any, t_env: Any, rows: list[Row]) -> Any:

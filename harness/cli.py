@@ -32,6 +32,7 @@ import argparse
 import fnmatch
 import json
 import os
+import shlex
 import sys
 import time
 from collections import Counter
@@ -222,7 +223,7 @@ def _progress_bar(total: int, args: argparse.Namespace, what: str) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.engine import load_engine
+    from harness.engine import engine_provenance, load_engine
     from harness.engine_runner import CommandEngine, EngineStartError, run_in_process
     from harness.vectors import write_outputs
 
@@ -240,6 +241,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 _err(f"{PROG}: {e}")
                 return EXIT_ENGINE
         note = f"{command.starts} engine process{'es' if command.starts != 1 else ''}"
+        args.provenance = command.provenance
     else:
         engine_name = args.engine
         try:
@@ -251,9 +253,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _progress_bar(len(selected.vectors), args, "cases") as bar:
             results = run_in_process(engine, selected.vectors, args.batch_size, progress=bar.update)
         note = "in process"
+        args.provenance = engine_provenance(engine)
     _out(f"ran {len(selected.vectors)} cases on {engine_name} ({note}) in {time.monotonic() - started:.1f} s")
     if args.output:
-        write_outputs(Path(args.output), selected.vectors, results, engine_name)
+        write_outputs(Path(args.output), selected.vectors, results, engine_name, args.provenance,
+                      args.invocation, args.date)  # fmt: skip
         _out(f"answers written to {args.output}")
     return _finish(selected.vectors, results, engine_name, args)
 
@@ -263,7 +267,16 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     selected = _load(args)
     header, results = read_outputs(Path(args.outputs), selected)
+    _from_header(args, header)
     return _finish(selected.vectors, results, str(header.get("engine", args.outputs)), args)
+
+
+def _from_header(args: argparse.Namespace, header: dict[str, Any]) -> None:
+    """The run's provenance, command and date as the outputs file's header keeps them."""
+    given = header.get("provenance")
+    args.provenance = {str(k): str(v) for k, v in given.items()} if isinstance(given, dict) else {}
+    args.invocation = str(header.get("command") or "")
+    args.date = str(header.get("date") or "")
 
 
 REPORT_FORMATS = {".md": "markdown", ".html": "html", ".xml": "junit_xml", ".json": "json"}
@@ -274,6 +287,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     selected = _load(args)
     header, results = read_outputs(Path(args.outputs), selected)
+    _from_header(args, header)
     engine = str(header.get("engine", args.outputs))
     summary, outcomes = _checked(selected.vectors, results, engine, args)
     if args.output in (None, "-"):
@@ -333,6 +347,8 @@ def _checked(
     summary = summary_from_cases(
         outcomes, engine, args.vectors, clauses,
         expectations=[block] if exp.path else [], judged_by=exp, name=name,
+        provenance=getattr(args, "provenance", None), command=getattr(args, "invocation", None),
+        date=getattr(args, "date", None),
     )  # fmt: skip
     return summary, outcomes
 
@@ -604,6 +620,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.invocation = shlex.join([PROG, *(sys.argv[1:] if argv is None else argv)])
+    args.date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     try:
         return int(args.func(args))
     except (UsageError, VectorFormatError, ExportError) as e:

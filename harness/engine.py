@@ -39,7 +39,9 @@ class Engine(Protocol):
     harness/outputs.py). A trace whose configuration breaks its area's rules
     is answered with an ``InvalidConfig`` instance in place of the output.
     ``areas`` lists the spec areas the engine implements. An ``Unsupported``
-    instance in place of an output declines that one case.
+    instance in place of an output declines that one case. Optionally, a
+    ``provenance`` attribute maps names to strings: the versions and settings the
+    engine ran with, shown with its results in the reports.
     """
 
     name: str
@@ -61,6 +63,12 @@ def load_engine(spec: str) -> Engine:
     if not isinstance(engine, Engine):
         raise TypeError(f"{spec!r} does not provide name, areas and run(traces)")
     return engine
+
+
+def engine_provenance(engine: Engine) -> dict[str, str]:
+    """What an engine says of itself (its optional ``provenance``), as names to strings."""
+    given = getattr(engine, "provenance", None)
+    return {str(k): str(v) for k, v in dict(given).items()} if given else {}
 
 
 def run_canonical(engine: Engine, traces: Sequence[Trace]) -> list[Output | Exception]:

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -112,6 +113,7 @@ class CommandEngine:
         self.env = {**os.environ, **(env or {})}
         self.case_format = case_format
         self.starts = 0  # processes started, for the run's summary
+        self.provenance: dict[str, str] = {}  # what the engine said of itself (its provenance lines)
 
     @property
     def uses_files(self) -> bool:
@@ -198,6 +200,9 @@ class CommandEngine:
                             CaseResult(bad.case_id or first, failure=("malformed", str(bad))),
                         )
                         break  # the stream can no longer be trusted: the rest go to a fresh process
+                    if isinstance(result, Provenance):
+                        self.provenance.update(result.fields)
+                        continue
                     settle(result.id, result)
                     answered += 1
             finally:
@@ -241,6 +246,9 @@ class CommandEngine:
                     else:
                         stray.append(str(bad))
                     continue
+                if isinstance(result, Provenance):
+                    self.provenance.update(result.fields)
+                    continue
                 results[result.id] = result
             for v in vectors:
                 if v.id in results:
@@ -266,6 +274,28 @@ class CommandEngine:
         )
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """A line that answers no case: what the engine says it is and how it ran."""
+
+    fields: dict[str, str]
+
+
+def provenance_fields(obj: Mapping[str, Any], place: str, shown: str) -> dict[str, str]:
+    """The fields of a provenance line (spec/engine-protocol.md): an object of names to strings
+    or numbers, nothing else on the line."""
+    fields = obj["provenance"]
+    if set(obj) != {"provenance"} or not isinstance(fields, dict) or not fields:
+        form = '{"provenance": {name: value, ...}}'
+        raise _BadLine(f"{place}: a provenance line is {form} alone: {shown}", None)
+    bad = [k for k, v in fields.items() if isinstance(v, bool) or not isinstance(v, (str, int, float))]
+    if bad:
+        raise _BadLine(
+            f"{place}: provenance values are strings or numbers, not those of {bad}: {shown}", None
+        )
+    return {str(k): str(v) for k, v in fields.items()}
+
+
 class _BadLine(Exception):
     def __init__(self, message: str, case_id: str | None) -> None:
         super().__init__(message)
@@ -278,13 +308,15 @@ def _parse_answer(
     outstanding: Mapping[str, None],
     number: int,
     where: str = "engine output line",
-) -> CaseResult:
+) -> CaseResult | Provenance:
     place = f"{where} {number}"
     shown = line[:200].decode("utf-8", "replace").rstrip()
     try:
         obj = loads_strict(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise _BadLine(f"{place} is not a JSON answer ({e}): {shown}", None) from None
+    if isinstance(obj, dict) and "provenance" in obj and "id" not in obj:
+        return Provenance(provenance_fields(obj, place, shown))
     case_id = obj.get("id") if isinstance(obj, dict) else None
     owner = case_id if isinstance(case_id, str) and case_id in outstanding else None
     if isinstance(case_id, str) and case_id in areas and owner is None:

@@ -67,7 +67,14 @@ import pytest
 
 from harness import expectations, replay
 from harness.clauses import clause_sort_key, is_clause_id, load_clauses
-from harness.engine import BUILTIN_ENGINES, COMMAND_ENGINES, Engine, load_engine, run_canonical
+from harness.engine import (
+    BUILTIN_ENGINES,
+    COMMAND_ENGINES,
+    Engine,
+    engine_provenance,
+    load_engine,
+    run_canonical,
+)
 from harness.expectations import (
     FAILING_ENTRY,
     Deviation,
@@ -1406,6 +1413,9 @@ def _engine_json(runs: EngineRuns, engine_id: str) -> dict[str, Any]:
             description = getattr(handle._engine, "description", "")
             if description:
                 out["description"] = description
+            provenance = engine_provenance(handle._engine)
+            if provenance:
+                out["provenance"] = provenance
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import platform
 from collections.abc import Sequence
 
 from harness.outputs import TABLES, Output
@@ -12,6 +13,7 @@ from harness.traces import InvalidConfig, Trace
 class ReferenceEngine:
     name = "reference"
     areas = frozenset(TABLES)
+    provenance = {"engine": "the oracle (reference/), trace by trace", "python": platform.python_version()}
 
     def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
         results: list[Output | Exception] = []

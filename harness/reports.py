@@ -151,6 +151,7 @@ class _Report:
     seed: Any
     format: str
     engines: list[tuple[str, str]]  # (id, description)
+    provenance: dict[str, list[tuple[str, str]]]  # per engine: (what, value), the run's command and date last
     clauses: list[_Clause]
     rows: dict[tuple[str, str], Mapping[str, Any]]
     tests: list[_Test]
@@ -253,9 +254,11 @@ def _read(summary: Mapping[str, Any]) -> _Report:
         rows[(_clean(r.get("clause")), _clean(r.get("engine")))] = r
 
     engines: dict[str, str] = {}
+    provenance: dict[str, list[tuple[str, str]]] = {}
     for e in summary.get("engines") or []:
         if isinstance(e, Mapping):
             engines.setdefault(_clean(e.get("id")), _clean(e.get("description")))
+            provenance.setdefault(_clean(e.get("id")), _provenance_of(e))
         else:
             engines.setdefault(_clean(e), "")
     for engine in [e for _, e in rows] + [t.engine for t in tests]:
@@ -285,6 +288,7 @@ def _read(summary: Mapping[str, Any]) -> _Report:
         seed=summary.get("seed"),
         format=_clean(summary.get("format")),
         engines=list(engines.items()),
+        provenance=provenance,
         clauses=list(clauses.values()),
         rows=rows,
         tests=tests,
@@ -292,6 +296,15 @@ def _read(summary: Mapping[str, Any]) -> _Report:
         tag_problems=_str_list(problems) if isinstance(problems, list | tuple) else [],
         sources=_str_list(summary.get("sources")),
     )
+
+
+def _provenance_of(engine: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What an engine entry says of the engine's versions and settings, then the command and the
+    date of its run."""
+    given = engine.get("provenance")
+    pairs = [(_clean(k), _clean(v)) for k, v in given.items()] if isinstance(given, Mapping) else []
+    pairs += [(key, _clean(engine.get(key))) for key in ("command", "date") if engine.get(key)]
+    return pairs
 
 
 def _run_line(rep: _Report) -> str:
@@ -417,6 +430,11 @@ def _md_engine(rep: _Report, engine: str, description: str) -> list[str]:
     lines = [f"## Engine {_md_code(engine)}", ""]
     if description:
         lines += [_md(description), ""]
+    if rep.provenance.get(engine):
+        lines += ["| ran with | |", "|---|---|"]
+        for k, v in rep.provenance[engine]:
+            lines.append(f"| {_md(k)} | {_md_code(v) if k == 'command' else _md(v)} |")
+        lines.append("")
     lines += [
         f"- clauses: {_counts_text(statuses, STATUSES)} (of {len(clauses)})",
         f"- tests: {_counts_text(rep.outcome_counts(engine), OUTCOMES)}",
@@ -861,6 +879,11 @@ def _html_expectations(rep: _Report, ids: _Anchors) -> list[str]:
             f"<p>Clauses: {_h(_counts_text(rep.status_counts(engine), STATUSES))}. "
             f"Tests: {_h(_counts_text(rep.outcome_counts(engine), OUTCOMES))}.</p>"
         )
+        if rep.provenance.get(engine):
+            out.append('<table class="provenance"><tbody>')
+            for k, v in rep.provenance[engine]:
+                out.append(f"<tr><th>{_h(k)}</th><td><code>{_h(v)}</code></td></tr>")
+            out.append("</tbody></table>")
         files = rep.expectations_of(engine)
         if not files:
             out.append('<p class="none">No expectation file entries in the summary.</p>')
@@ -920,6 +943,7 @@ def junit_xml(summary: Mapping[str, Any]) -> str:
             ("profile", rep.profile),
             ("seed", "" if rep.seed is None else _clean(rep.seed)),
             ("description", description),
+            *((f"provenance.{k}", v) for k, v in rep.provenance.get(engine, [])),
         ):
             if value:
                 ET.SubElement(props, "property", name=key, value=value)
@@ -1045,13 +1069,18 @@ def summary_from_cases(
     expectations: Sequence[Mapping[str, Any]] = (),
     judged_by: Any = None,
     name: str | None = None,
+    provenance: Mapping[str, str] | None = None,
+    command: str | None = None,
+    date: str | None = None,
 ) -> dict[str, Any]:
     """A summary of the plugin's schema from ``harness.vector_check.CaseOutcome`` objects.
 
     ``clauses`` is ``harness.clauses.load_clauses(...)`` (or dicts with id/title/file/text) or [];
     ``texts`` optionally maps clause ids to their text, for clauses that carry none;
     ``judged_by`` the engine's ``Expectations``, whose entries a deviation is charged to;
-    ``name`` the engine's name for its expectation file (default: ``engine``). A case is a test
+    ``name`` the engine's name for its expectation file (default: ``engine``); ``provenance``
+    what the engine said of itself (versions, settings), ``command`` and ``date`` the engine's
+    run (default: now), all shown with the engine. A case is a test
     of kind ``case`` and counts as a scenario in the rows. A clause's status: FAIL,
     unexpected-pass (its entry's witness no longer differs), deviation, ok (a case that could
     have failed it passed), not observable, adapter, declined, untested; worst first.
@@ -1140,13 +1169,23 @@ def summary_from_cases(
             }
         )
     listed_sources = ", ".join(str(s) for s in sources)
+    generated = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     return {
         "format": FORMAT,
-        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "generated": generated,
         "profile": "",
         "seed": None,
         "sources": [str(s) for s in sources],
-        "engines": [{"id": engine, "name": name or engine, "description": "test vectors: " + listed_sources}],
+        "engines": [
+            {
+                "id": engine,
+                "name": name or engine,
+                "description": "test vectors: " + listed_sources,
+                **({"provenance": dict(provenance)} if provenance else {}),
+                **({"command": command} if command else {}),
+                "date": date or generated,
+            }
+        ],
         "clauses": list(listed.values()),
         "rows": rows,
         "tests": tests,

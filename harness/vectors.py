@@ -13,6 +13,7 @@ command-line tool stores it for ``check``.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -340,10 +341,28 @@ def write_jsonl(path: Path, vectors: Iterable[Vector], **header: Any) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _read_bytes(path: Path) -> bytes:
+    """A file's bytes, gunzipped when its name ends in ``.gz`` (committed answers are)."""
+    if path.suffix != ".gz":
+        return path.read_bytes()
+    try:
+        return gzip.decompress(path.read_bytes())
+    except (OSError, EOFError) as e:
+        raise VectorFormatError(f"{path}: not a gzip file ({e})") from None
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Writes ``text``, gzipped when the name ends in ``.gz`` (no time stamp: the same answers give
+    the same bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8")
+    path.write_bytes(gzip.compress(data, compresslevel=9, mtime=0) if path.suffix == ".gz" else data)
+
+
 def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of every non-blank line; a bad line names itself."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as e:
         raise VectorFormatError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     for number, line in enumerate(text.splitlines(), start=1):
@@ -581,12 +600,22 @@ def answer_from_json(obj: Any, areas: Mapping[str, str], place: str, *, allow_fa
 
 
 def write_outputs(
-    path: Path, vectors: Sequence[Vector], results: Mapping[str, CaseResult], engine: str
+    path: Path,
+    vectors: Sequence[Vector],
+    results: Mapping[str, CaseResult],
+    engine: str,
+    provenance: Mapping[str, str] | None = None,
+    command: str | None = None,
+    date: str | None = None,
 ) -> None:
-    lines = [dumps_line(header_json(OUTPUTS_FORMAT, engine=engine))]
+    """The answers as an outputs file (gzipped when ``path`` ends in ``.gz``); the header names
+    the engine and, when given, its provenance (what ran, with which settings), the command of
+    the run and its date."""
+    extra: dict[str, Any] = {"provenance": dict(provenance)} if provenance else {}
+    extra.update({k: v for k, v in (("command", command), ("date", date)) if v})
+    lines = [dumps_line(header_json(OUTPUTS_FORMAT, engine=engine, **extra))]
     lines += [dumps_line(result_json(v.area, results[v.id])) for v in vectors if v.id in results]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _write_text(path, "\n".join(lines) + "\n")
 
 
 def read_outputs(path: Path, vectors: VectorSet) -> tuple[dict[str, Any], dict[str, CaseResult]]:

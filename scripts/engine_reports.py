@@ -6,11 +6,12 @@
 Each engine runs through the command-line tool over vectors/ with its expectation file
 (expectations/<name>.toml): reference, spark and spark-native in process, flink out of process
 in its own environment (`tox -e flink`, started with the checkout's bootstrap tox, which
-writes its run's summary itself). Each run's
-summary JSON stays in reports/engines/; the merge writes docs/conformance/matrix.html and
-docs/conformance/summary.md, the latter opening with the share of the vectors each engine could
-express (a case an engine declines is not a pass). The command fails when a run has a failure
-that no expectation entry explains, after writing what it has.
+writes its run's summary itself). Each run's summary JSON and its answers (gzipped JSON Lines,
+with the engine's versions and settings in their header) stay in reports/engines/. The merge
+writes docs/conformance/matrix.html and docs/conformance/summary.md (which opens with the share of
+the vectors each engine could express: a case an engine declines is not a pass), each engine with
+what it ran with, and copies every engine's answers to docs/conformance/answers/. The command
+fails when a run has a failure that no expectation entry explains, after writing what it has.
 """
 
 from __future__ import annotations
@@ -40,14 +41,21 @@ def tox_command() -> str:
     return found
 
 
+def answers_file(name: str) -> Path:
+    """Where an engine's raw answers to every case are kept (an outputs file, gzipped)."""
+    return RUNS / f"{name}-answers.jsonl.gz"
+
+
 def run_engine(name: str) -> int:
-    """One engine over every vector; its summary JSON lands in reports/engines/<name>.json."""
+    """One engine over every vector; its summary JSON lands in reports/engines/<name>.json and its
+    answers in ``answers_file(name)``."""
     RUNS.mkdir(parents=True, exist_ok=True)
+    answers = ["--output", str(answers_file(name).relative_to(ROOT))]
     if name in IN_PROCESS:
         argv = [sys.executable, "-m", "harness.cli", "run", "vectors", "--engine", name, "--no-progress",
-                "--report", str(RUNS / f"{name}.json")]  # fmt: skip
+                "--report", str((RUNS / f"{name}.json").relative_to(ROOT)), *answers]  # fmt: skip
     else:  # its own environment: PyFlink cannot share this one
-        argv = [tox_command(), "-e", "flink"]
+        argv = [tox_command(), "-e", "flink", "--", *answers]
     print(f"engine-reports: {' '.join(argv)}", flush=True)
     return subprocess.run(argv, cwd=ROOT, check=False).returncode
 
@@ -210,6 +218,12 @@ def write_docs(summary: dict[str, Any]) -> None:
         [*share_table(summary), *deviation_table(summary, vector_sizes()), *declined_table(summary)]
     )
     (OUT / "summary.md").write_text(f"{head}\n{tables}\n## {rest}", encoding="utf-8")
+    # every engine's raw answers beside the pages: a reader checks a cell without running anything
+    (OUT / "answers").mkdir(exist_ok=True)
+    for engine in summary["engines"]:
+        source = answers_file(engine["id"])
+        if source.is_file():
+            shutil.copyfile(source, OUT / "answers" / f"{engine['id']}.jsonl.gz")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -129,6 +129,14 @@ class SparkEngine:
         return f"Spark {self.spark.version}, classic, master {self.spark.conf.get('spark.master')}"
 
     @property
+    def provenance(self) -> dict[str, str]:
+        """Versions and settings of the run, for the reports."""
+        from spark_impl.session import session_provenance
+
+        return {**session_provenance(self.spark), "engine": "spark_impl operators, one query per area",
+                "concurrent queries": str(self.concurrent_queries)}  # fmt: skip
+
+    @property
     def spark(self) -> Any:
         if self._spark is None:
             from spark_impl.session import get_spark

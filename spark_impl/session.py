@@ -122,6 +122,31 @@ def get_spark(shuffle_partitions: int | None = None) -> Any:
         return spark
 
 
+#: the settings of a session that decide its answers or its speed, shown with an engine's run
+PROVENANCE_SETTINGS = (
+    "spark.master",
+    "spark.sql.shuffle.partitions",
+    "spark.sql.streaming.stateStore.providerClass",
+    "spark.sql.execution.arrow.maxRecordsPerBatch",
+    "spark.sql.session.timeZone",
+)
+
+
+def session_provenance(spark: Any) -> dict[str, str]:
+    """What ran: the versions of Spark, Java and Python and the session's settings that matter."""
+    out = {"pyspark": spark.version, "python": sys.version.split()[0]}
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        out["spark connect"] = remote
+    else:  # classic: the driver's JVM answers
+        out["java"] = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
+    for key in PROVENANCE_SETTINGS:
+        value = spark.conf.get(key, None)
+        if value is not None:
+            out[key] = str(value)
+    return out
+
+
 # ---- a session the user builds -----------------------------------------------------------------
 
 

@@ -51,6 +51,14 @@ class SparkNativeEngine:
         return f"Spark {self.spark.version}, built-in operators, one query per trace"
 
     @property
+    def provenance(self) -> dict[str, str]:
+        """Versions and settings of the run, for the reports."""
+        from spark_impl.session import session_provenance
+
+        return {**session_provenance(self.spark), "engine": "Spark's built-in operators, one query per trace",
+                "concurrent queries": str(self.concurrent_queries)}  # fmt: skip
+
+    @property
     def spark(self) -> Any:
         if self._spark is None:
             from spark_impl.session import get_spark

@@ -3,7 +3,9 @@
 It answers every case with the oracle's output, except by the end of the case id:
 ``/hang`` never answers, ``/crash`` exits with code 3 after a line on stderr,
 ``/garbage`` writes a line that is not JSON, ``/wrong-table`` answers with a table
-the area does not have. ``--crash-always`` exits at once, before reading anything.
+the area does not have, ``/provenance`` says its provenance before its answer,
+``/bad-provenance`` writes a provenance line with a list in it. ``--crash-always``
+exits at once, before reading anything.
 ``--files CASES ANSWERS`` reads the cases from a file (JSON Lines or Arrow IPC)
 and writes the answers to a file instead of the standard streams.
 """
@@ -55,6 +57,11 @@ def serve(cases: Iterator[dict[str, Any]], out: IO[str]) -> None:
             sys.exit(3)
         elif ending == "garbage":
             print("this is not JSON", file=out, flush=True)
+        elif ending == "provenance":
+            print(json.dumps({"provenance": {"fake": "1.0", "bundle": 7}}), file=out, flush=True)
+            print(json.dumps(answer(case)), file=out, flush=True)
+        elif ending == "bad-provenance":
+            print(json.dumps({"provenance": {"fake": ["1", "0"]}}), file=out, flush=True)
         elif ending == "wrong-table":
             print(json.dumps({"id": case["id"], "tables": {"no_such_table": []}}), file=out, flush=True)
         else:

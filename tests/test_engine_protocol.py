@@ -221,6 +221,35 @@ def test_an_engine_can_read_and_write_files(tmp_path: Path, case_format: str) ->
     assert engine.starts == 1
 
 
+@pytest.mark.clauses("TR-9")
+def test_a_provenance_line_answers_no_case_and_reaches_the_report_and_answers(tmp_path: Path) -> None:
+    endings = ["ok-1", "provenance", "ok-2", "bad-provenance", "ok-3"]
+    cases = _cases_with_endings(tmp_path, endings)
+    vectors = read_vectors([cases]).vectors
+    engine = CommandEngine(FAKE_ENGINE, timeout=10.0, cwd=ROOT)
+    outcomes = {o.id.rsplit("/", 1)[-1]: o for o in check_all(vectors, engine.run(vectors))}
+    assert [outcomes[e].status for e in endings] == ["pass", "pass", "pass", "fail", "pass"]
+    assert engine.provenance == {"fake": "1.0", "bundle": "7"}
+    assert outcomes["bad-provenance"].reason.startswith("malformed: engine output line")
+    bad = outcomes["bad-provenance"].reason
+    assert "provenance values are strings or numbers, not those of ['fake']" in bad, bad
+    # through the tool: the report's engine and the answers file's header carry it, gzipped or not
+    report, answers = tmp_path / "run.json", tmp_path / "answers.jsonl.gz"
+    command = " ".join(FAKE_ENGINE)
+    done = cli_process("run", str(cases), "--command", command, "--report", str(report),
+                       "--output", str(answers))  # fmt: skip
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr  # the bad line's case
+    engine_entry = json.loads(report.read_text(encoding="utf-8"))["engines"][0]
+    assert engine_entry["provenance"] == {"fake": "1.0", "bundle": "7"}
+    assert engine_entry["command"].startswith("eventtime-conformance run ") and engine_entry["date"]
+    # a report made later from the answers file shows the run's command and date, not its own
+    markdown = tmp_path / "run.md"
+    done = cli_process("report", str(cases), "--outputs", str(answers), "--output", str(markdown))
+    text = markdown.read_text(encoding="utf-8")
+    assert "| fake | 1.0 |" in text, done.stdout + done.stderr
+    assert f"| date | {engine_entry['date']} |" in text and f"`{engine_entry['command']}`" in text, text
+
+
 class _DecliningEngine:
     """The oracle, except that it declines every case with a Drop policy (as an adapter declines
     what its engine cannot express)."""
