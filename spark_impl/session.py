@@ -141,9 +141,10 @@ def session_provenance(spark: Any) -> dict[str, str]:
     else:  # classic: the driver's JVM answers
         out["java"] = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
     for key in PROVENANCE_SETTINGS:
-        value = spark.conf.get(key, None)
-        if value is not None:
-            out[key] = str(value)
+        try:
+            out[key] = str(spark.conf.get(key))  # its default when nobody set it
+        except Exception:  # noqa: BLE001 - a setting this Spark does not know, or Connect keeps to itself
+            continue
     return out
 
 
