@@ -1,13 +1,14 @@
 """OXL on Flink: TumblingEventTimeWindows with allowed lateness and a late side output.
 
 The trace's watermark items are the stream's watermark (a Flink SQL source watermark on a column that
-only watermark rows raise), emitted after each record. Observed from Flink: the watermark each event
-met, which events the window operator sent to its late side output, and each firing of each window
-(count, watermark). Mapped by the adapter: verdicts from those facts (kept events at or below the
-watermark are Flink's late elements, `allowed_late`), side-output positions in arrival order, the batch
-and seq of each firing, and the error rows of malformed items (input checking, not Flink). Declined:
-no window_size (Flink has late data only in window operators), Reassign (Flink cannot move a late
-element's time), several sources (one watermark per Flink stream).
+only watermark rows raise, each item less one: common.to_flink), emitted after each record. Observed
+from Flink: the watermark each event met, which events the window operator sent to its late side
+output, and each firing of each window (count, watermark). Mapped by the adapter: verdicts from those
+facts (kept events at or below their Flink watermark are Flink's late elements, `allowed_late`),
+side-output positions in arrival order, the batch and seq of each firing, and the error rows of
+malformed items (input checking, not Flink). Declined: no window_size (Flink has late data only in
+window operators), Reassign (Flink cannot move a late element's time), several sources (one watermark
+per Flink stream).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
         if item["kind"] == "event":
             prepared.rows.append(("event", index, b, seq, str(index), base + item["event_time"], 0, 0, ""))
         else:
-            t = base + item["time"]
+            t = common.to_flink(base + item["time"])
             prepared.rows.append(("watermark", index, b, seq, "", 0, t, 0, ""))
     return prepared
 
@@ -184,8 +185,11 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     return outputs
 
 
-def _relative(watermark: int, base: int) -> int | None:
-    return None if watermark < base - common.CASE_SPAN // 2 else watermark - base
+def _relative(flink_watermark: int, base: int) -> int | None:
+    """The spec's watermark of the case, from Flink's."""
+    if flink_watermark < base - common.CASE_SPAN // 2:
+        return None
+    return common.from_flink(flink_watermark) - base
 
 
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -204,7 +208,8 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         t = item["event_time"]
         watermark = _relative(met[(b, seq)], base)
-        late = watermark is not None and t <= watermark  # Flink: a watermark W says no more elements <= W
+        # Flink's late element: at or below its watermark, the spec's less one
+        late = watermark is not None and t <= common.to_flink(watermark)
         lateness = watermark - t if late and watermark is not None else None
         if (b, seq) in sent_late:
             verdict = late_verdict
@@ -216,10 +221,12 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
             verdict = "allowed_late" if late else "on_time"
             events.append([b, seq, case.source, t, watermark, verdict, lateness, t, None])
             start = t - t % case.size
-            if watermark is not None and start + case.size - 1 <= watermark:
+            if watermark is not None and start + case.size - 1 <= common.to_flink(watermark):
                 late_kept.append((start, b, seq))  # EventTimeTrigger.onElement fires this window again
         counts_by_batch[b][verdict] += 1
-    watermark_items = [(b, seq, base + it["time"]) for b, seq, it in case.items if it["kind"] == "watermark"]
+    watermark_items = [
+        (b, seq, common.to_flink(base + it["time"])) for b, seq, it in case.items if it["kind"] == "watermark"
+    ]
     windows = []
     fired: dict[int, int] = {}
     for r in records:
@@ -236,7 +243,7 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
             causes = [(b, seq) for s, b, seq in late_kept if s == start]
             # a late firing is caused by the k-th kept element of an already fired window; else unexplained
             cause = causes[firing - 1] if firing <= len(causes) else (None, None)
-        windows.append([*cause, case.source, start, r["end"] - base, r["wm"] - base, r["count"]])
+        windows.append([*cause, case.source, start, r["end"] - base, _relative(r["wm"], base), r["count"]])
     progress = []
     totals = dict.fromkeys(VERDICTS, 0)
     for b in range(case.batches):

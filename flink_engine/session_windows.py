@@ -81,7 +81,7 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
                 t = base + item["event_time"]
                 key = f"{index}:{item['key']}"
                 value = item.get("value", 0)
-                wm = t - config["bounded_delay"]  # the SQL watermark `rt - INTERVAL delay`
+                wm = common.to_flink(t - config["bounded_delay"])  # F017E's generator, in Flink's terms
                 prepared.rows.append(("event", index, b, seq, key, t, wm, value, str(config["gap"])))
         prepared.rows.append(("mark", index, b, -1, "", 0, 0, 0, ""))  # observes the watermark after batch b
     return prepared
@@ -147,12 +147,13 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     return outputs
 
 
-def _relative(watermark: int, base: int) -> int | None:
-    if watermark < base - common.CASE_SPAN // 2:
+def _relative(flink_watermark: int, base: int) -> int | None:
+    """The spec's watermark of the case, from Flink's."""
+    if flink_watermark < base - common.CASE_SPAN // 2:
         return None  # only earlier cases (or nothing) moved it: this case has no watermark yet
-    if watermark >= base + common.END_OFFSET:
+    if flink_watermark >= base + common.END_OFFSET:
         return common.I64_MAX  # the case's end item (F017E-R23)
-    return watermark - base
+    return common.from_flink(flink_watermark) - base
 
 
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:

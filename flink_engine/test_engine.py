@@ -1,6 +1,4 @@
-"""Checks of the Flink engine; run only in the Flink venv:
-
-    /tmp/flinkprobe/venv/bin/python -m pytest flink_engine/test_engine.py
+"""Checks of the Flink engine; run only in the Flink environment (`tox -e flink` runs them first).
 
 It lives outside the default testpaths on purpose: PyFlink cannot share the Spark env.
 """
@@ -40,10 +38,11 @@ def flink_session_rule(
     An element's window is [t, t + gap); windows of a key that intersect (TimeWindow.intersects, ends
     included) merge; the merged window is late, and the element goes to the late side output, when its
     maxTimestamp (end - 1) is at or below the watermark; a window fires once the watermark reaches
-    end - 1. The watermark (the SQL source watermark `rt`) is emitted after each record; `end` raises it
-    to the end of time.
+    end - 1. The watermark (the SQL source watermark on the adapter's column: each record's time less
+    one, Flink's watermark that means the spec's watermark at that time) is emitted after each record;
+    `end` raises it to the end of time. The late rows show the spec's watermark, Flink's plus one.
     """
-    watermark: int | None = None
+    watermark: int | None = None  # Flink's
     open_windows: dict[str, list[list[int]]] = {}  # key -> [start, end, count, sum]
     sessions, late = [], []
     for b, batch in enumerate(batches):
@@ -64,10 +63,10 @@ def flink_session_rule(
                         window[3] + other[3],
                     ]
                 if watermark is not None and window[1] - 1 <= watermark:
-                    late.append([b, seq, key, t, watermark, "late_output"])
+                    late.append([b, seq, key, t, watermark + 1, "late_output"])
                     continue  # Flink merged nothing for good: the late element is skipped
                 open_windows.setdefault(key, []).append(window)
-                watermark = t if watermark is None else max(watermark, t)
+                watermark = t - 1 if watermark is None else max(watermark, t - 1)
             for key, windows in open_windows.items():
                 for w in [w for w in windows if watermark is not None and w[1] - 1 <= watermark]:
                     windows.remove(w)
@@ -86,8 +85,11 @@ def run_engine(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         timeout=900,
         check=True,
     )
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
-    return {answer["id"]: answer for answer in answers}
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    said = [line["provenance"] for line in lines if "provenance" in line]
+    # the engine protocol's provenance line: the versions and the settings new_environment pins
+    assert len(said) == 1 and said[0]["parallelism.default"] == "1" and said[0]["flink"], said
+    return {answer["id"]: answer for answer in lines if "provenance" not in answer}
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +147,9 @@ def test_session_output_follows_flinks_rule(answers: dict[str, dict[str, Any]]) 
     tables = answers["s"]["tables"]
     assert sorted(tables["sessions"]) == sorted(sessions)
     assert sorted(tables["late"]) == sorted(late)
-    # the rule's two departures from F017E, both visible here: [0, 1500) fires at watermark 3000 >= 1499,
-    # and the event at 2500 is kept although 2500 < 3000 (its window [2500, 3500) is not late)
+    # the rule's two departures from F017E, both visible here: [0, 1500) fires at Flink's watermark
+    # 2999 >= 1499 (the spec's 3000), and the event at 2500 is kept although 2500 < 3000 (its window
+    # [2500, 3500) is not late)
     assert [2, 2, "a", 2500, 3000, "late_output"] not in late
     assert [b for b, *_ in tables["progress"]] == [0, 1, 2, 3]
     assert tables["progress"][3][1] == 2**63 - 1
@@ -251,6 +254,63 @@ def test_a_window_join_has_no_allowed_lateness() -> None:
     assert plans[0] == plans[1]  # ...but they do not reach the window join
     assert plans[0][0].startswith("WindowJoin(")
     assert "late" not in plans[0][0].lower()
+
+
+def test_a_flink_sql_watermark_of_rt_less_its_delay_is_a_millisecond_ahead_of_the_spec() -> None:
+    """The finding for Flink SQL users (docs/conformance/README.md): a table declaring
+    `WATERMARK FOR rt AS rt - INTERVAL '1' SECOND`, read by a 1 s tumbling window: after an event at 1999
+    its watermark is 999, Flink's window [0, 1000) (maxTimestamp 999) fires, and a later event at 999 is
+    late and dropped. The spec's watermark after 1999 is also 999, but it means no event before 999
+    follows: [0, 1000) stays open and 999 is on time. The adapter's watermark, each record's time less
+    the delay less one (common.to_flink: what Flink's own bounded-out-of-orderness generator emits),
+    keeps it."""
+    from pyflink.common import Time, Types
+    from pyflink.datastream import OutputTag
+    from pyflink.datastream.functions import ProcessWindowFunction
+    from pyflink.datastream.window import TumblingEventTimeWindows
+
+    from flink_engine import common
+
+    env, t_env = common.new_environment()
+    times = [500, 1999, 999]
+
+    class Count(ProcessWindowFunction):
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        def process(self, key: str, context: Any, elements: Any) -> Any:
+            yield json.dumps([self.tag, "window", context.window().start, len(list(elements))])
+
+    def windows(tag: str, wm_ms: Any, watermark_sql: str | None) -> list[Any]:
+        rows = [("event", 0, 0, seq, "k", t, wm_ms(t), 0, "") for seq, t in enumerate(times)]
+        extra = {"watermark_sql": watermark_sql} if watermark_sql else {}
+        table = common.source_table(env, t_env, rows, **extra)
+        keyed = t_env.to_data_stream(table).map(
+            lambda r: (r[4], r[5]), Types.TUPLE([Types.STRING(), Types.LONG()])
+        )
+        late_tag = OutputTag(f"late_{tag}", Types.TUPLE([Types.STRING(), Types.LONG()]))
+        fired = (
+            keyed.key_by(lambda r: r[0], key_type=Types.STRING())
+            .window(TumblingEventTimeWindows.of(Time.milliseconds(1000)))
+            .side_output_late_data(late_tag)
+            .process(Count(tag), Types.STRING())
+        )
+        late = fired.get_side_output(late_tag).map(
+            lambda r, tag=tag: json.dumps([tag, "late", r[1]]), Types.STRING()
+        )
+        return [fired, late]
+
+    sql_user = windows("sql", lambda t: 0, "rt - INTERVAL '1' SECOND")
+    adapter = windows("adapter", lambda t: common.to_flink(t - 1000), None)
+    found: dict[tuple[str, str], list[Any]] = {}
+    with sql_user[0].union(sql_user[1], *adapter).execute_and_collect("sql watermark") as results:
+        for line in results:
+            tag, what, *rest = json.loads(line)
+            found.setdefault((tag, what), []).append(rest)
+    assert sorted(found[("sql", "window")]) == [[0, 1], [1000, 1]]
+    assert found[("sql", "late")] == [[999]]
+    assert sorted(found[("adapter", "window")]) == [[0, 2], [1000, 1]]
+    assert ("adapter", "late") not in found
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,12 @@
 """OXJ on Flink: tumbling x tumbling as a Flink SQL window join (TUMBLE on both sides, equal windows).
 
 The trace's watermark items are the stream's watermark (a SQL source watermark on a column only they
-raise, emitted after each record); both sides are filters of that one source, so the join's input
-watermark is the trace's. Observed: the pairs the window join emits, and the watermark after each batch.
-Mapped by the adapter: each pair's batch and seq, those of the watermark item that fired its window
-(the first at or above window_end - 1, where Flink's window join fires), and the error rows of malformed
-items. Not observable: late rows (the window join drops them without a trace) and the join's stats.
+raise, each item less one: common.to_flink, emitted after each record); both sides are filters of that
+one source, so the join's input watermark is the trace's. Observed: the pairs the window join emits,
+and the watermark after each batch. Mapped by the adapter: each pair's batch and seq, those of the
+watermark item that fired its window (the first whose Flink watermark is at or above window_end - 1,
+where Flink's window join fires), and the error rows of malformed items. Not observable: late rows (the
+window join drops them without a trace) and the join's stats.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class Prepared:
     base: int
     size: int
     batches: int
-    watermarks: list[tuple[int, int, int]] = field(default_factory=list)  # (batch, seq, shifted time)
+    # (batch, seq, the item's time shifted and in Flink's terms)
+    watermarks: list[tuple[int, int, int]] = field(default_factory=list)
     rows: list[common.Row] = field(default_factory=list)
     errors: list[common.Row] = field(default_factory=list)
 
@@ -120,7 +122,7 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
             key = f"{index}:{item['key']}"
             prepared.rows.append(("event", index, b, seq, key, t, 0, item.get("value", 0), item["side"]))
         else:
-            t = base + item["time"]
+            t = common.to_flink(base + item["time"])
             prepared.watermarks.append((b, seq, t))
             prepared.rows.append(("watermark", index, b, seq, "", 0, t, 0, ""))
     return prepared
@@ -182,8 +184,11 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     return outputs
 
 
-def _relative(watermark: int, base: int) -> int | None:
-    return None if watermark < base - common.CASE_SPAN // 2 else watermark - base
+def _relative(flink_watermark: int, base: int) -> int | None:
+    """The spec's watermark of the case, from Flink's."""
+    if flink_watermark < base - common.CASE_SPAN // 2:
+        return None
+    return common.from_flink(flink_watermark) - base
 
 
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
