@@ -85,11 +85,11 @@ def run_engine(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         timeout=900,
         check=True,
     )
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
-    said = [line["provenance"] for line in lines if "provenance" in line]
+    written: list[dict[str, Any]] = [json.loads(line) for line in done.stdout.splitlines()]
+    said = [line["provenance"] for line in written if "provenance" in line]
     # the engine protocol's provenance line: the versions and the settings new_environment pins
     assert len(said) == 1 and said[0]["parallelism.default"] == "1" and said[0]["flink"], said
-    return {answer["id"]: answer for answer in lines if "provenance" not in answer}
+    return {answer["id"]: answer for answer in written if "provenance" not in answer}
 
 
 @pytest.fixture(scope="module")

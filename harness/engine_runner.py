@@ -10,12 +10,14 @@ go to a fresh process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shlex
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,7 @@ CASES_PLACEHOLDER, ANSWERS_PLACEHOLDER = "{cases}", "{answers}"
 
 #: a command that answers nothing this many starts in a row is not started again
 MAX_FRUITLESS_STARTS = 3
+TRAILER_SECONDS = 5.0  # how long the tool reads on after the last answer, for a provenance line
 STDERR_TAIL_LINES = 15
 
 
@@ -205,9 +208,28 @@ class CommandEngine:
                         continue
                     settle(result.id, result)
                     answered += 1
+                if not outstanding:
+                    self._read_trailer(lines, line_number)
             finally:
                 _stop(proc)
         return answered
+
+    def _read_trailer(self, lines: queue.Queue[Any], line_number: int) -> None:
+        """After the last answer, what the engine writes until it exits (a provenance line may
+        come last); waits at most ``TRAILER_SECONDS`` for it, and ignores what answers no case."""
+        deadline = time.monotonic() + TRAILER_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                return
+            if line is _EOF:
+                return
+            line_number += 1
+            with contextlib.suppress(_BadLine):
+                result = _parse_answer(line, {}, {}, line_number)
+                if isinstance(result, Provenance):
+                    self.provenance.update(result.fields)
 
     def _run_with_files(self, vectors: Sequence[Vector], progress: Progress | None) -> dict[str, CaseResult]:
         """One process for all cases: they go to a file (JSON Lines or Arrow IPC), the answers come

@@ -4,7 +4,8 @@ It answers every case with the oracle's output, except by the end of the case id
 ``/hang`` never answers, ``/crash`` exits with code 3 after a line on stderr,
 ``/garbage`` writes a line that is not JSON, ``/wrong-table`` answers with a table
 the area does not have, ``/provenance`` says its provenance before its answer,
-``/bad-provenance`` writes a provenance line with a list in it. ``--crash-always``
+``/bad-provenance`` writes a provenance line with a list in it; after its last
+answer it says one more provenance line. ``--crash-always``
 exits at once, before reading anything.
 ``--files CASES ANSWERS`` reads the cases from a file (JSON Lines or Arrow IPC)
 and writes the answers to a file instead of the standard streams.
@@ -82,6 +83,7 @@ def main() -> None:
             serve(cases, out)
         return
     serve((json.loads(line) for line in sys.stdin), sys.stdout)
+    print(json.dumps({"provenance": {"last": "after every answer"}}), flush=True)
 
 
 if __name__ == "__main__":

@@ -229,7 +229,8 @@ def test_a_provenance_line_answers_no_case_and_reaches_the_report_and_answers(tm
     engine = CommandEngine(FAKE_ENGINE, timeout=10.0, cwd=ROOT)
     outcomes = {o.id.rsplit("/", 1)[-1]: o for o in check_all(vectors, engine.run(vectors))}
     assert [outcomes[e].status for e in endings] == ["pass", "pass", "pass", "fail", "pass"]
-    assert engine.provenance == {"fake": "1.0", "bundle": "7"}
+    # the line before an answer, and the one after the last answer (the tool reads on for it)
+    assert engine.provenance == {"fake": "1.0", "bundle": "7", "last": "after every answer"}
     assert outcomes["bad-provenance"].reason.startswith("malformed: engine output line")
     bad = outcomes["bad-provenance"].reason
     assert "provenance values are strings or numbers, not those of ['fake']" in bad, bad
@@ -240,7 +241,7 @@ def test_a_provenance_line_answers_no_case_and_reaches_the_report_and_answers(tm
                        "--output", str(answers))  # fmt: skip
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr  # the bad line's case
     engine_entry = json.loads(report.read_text(encoding="utf-8"))["engines"][0]
-    assert engine_entry["provenance"] == {"fake": "1.0", "bundle": "7"}
+    assert engine_entry["provenance"] == {"fake": "1.0", "bundle": "7", "last": "after every answer"}
     assert engine_entry["command"].startswith("eventtime-conformance run ") and engine_entry["date"]
     # a report made later from the answers file shows the run's command and date, not its own
     markdown = tmp_path / "run.md"
