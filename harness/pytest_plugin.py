@@ -114,6 +114,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group = parser.getgroup("conformance")
     group.addoption(
+        "--background-switch-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the interpreter's thread switch interval from the pre-run's start on (default: Python's, "
+        "5 ms); the conformance job gives 0.0005, so the pre-run's thread is not starved beside the "
+        "oracle's thousand-example tests",
+    )
+    group.addoption(
         "--conformance-report",
         default="reports/conformance.json",
         metavar="PATH",
@@ -417,17 +426,20 @@ class EngineHandle:
 
 
 # The pre-run's thread drives its engine over sockets (Spark: py4j) and needs the GIL for a moment
-# after each reply; beside an oracle test that holds it, each moment waited the default 5 ms.
-BACKGROUND_SWITCH_INTERVAL = 0.0005  # seconds
+# after each reply; beside an oracle test that holds it, each moment waits up to the switch interval.
 _SWITCH_INTERVAL_BEFORE = pytest.StashKey[float]()
 
 
 def _lower_switch_interval(config: pytest.Config) -> None:
-    """From the first background work on, the interpreter's switch interval is
-    ``BACKGROUND_SWITCH_INTERVAL`` (restored when the session ends)."""
-    if _SWITCH_INTERVAL_BEFORE not in config.stash:
-        config.stash[_SWITCH_INTERVAL_BEFORE] = sys.getswitchinterval()
-        sys.setswitchinterval(min(BACKGROUND_SWITCH_INTERVAL, sys.getswitchinterval()))
+    """From the first background work on, the interpreter's switch interval is the one
+    ``--background-switch-interval`` gives, if any (restored when the session ends)."""
+    wanted = config.getoption("background_switch_interval", default=None)
+    if wanted is None or _SWITCH_INTERVAL_BEFORE in config.stash:
+        return
+    if wanted <= 0:
+        raise pytest.UsageError(f"--background-switch-interval={wanted}: give a number of seconds above 0")
+    config.stash[_SWITCH_INTERVAL_BEFORE] = sys.getswitchinterval()
+    sys.setswitchinterval(wanted)
 
 
 @contextlib.contextmanager

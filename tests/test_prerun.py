@@ -161,7 +161,7 @@ def log(pytester: pytest.Pytester) -> list[str]:
     return _run(pytester, passed=8)
 
 
-def _run(pytester: pytest.Pytester, passed: int) -> list[str]:
+def _run(pytester: pytest.Pytester, passed: int, *options: str) -> list[str]:
     pytester.makeini("[pytest]\n")
     pytester.mkdir("features")
     (pytester.path / "features" / "conftest.py").write_text(
@@ -174,7 +174,7 @@ def _run(pytester: pytest.Pytester, passed: int) -> list[str]:
     (pytester.path / "tests" / "test_plain.py").write_text(PLAIN_TESTS)
     pytester.syspathinsert()
     result = pytester.runpytest(
-        "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", "slow_engine:ENGINE"
+        "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", "slow_engine:ENGINE", *options
     )  # fmt: skip
     result.assert_outcomes(passed=passed)
     assert "the slow engine starts" not in result.stdout.str()  # captured, as in a test
@@ -236,15 +236,15 @@ def test_slow(n):
 
 @pytest.fixture
 def early_log(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """As ``log``, with eight oracle tests of 0.4 s each that outlast the pre-run, and the
-    early start's threshold at 1 s instead of minutes."""
+    """As ``log``, with eight oracle tests of 0.4 s each that outlast the pre-run, the early
+    start's threshold at 1 s instead of minutes, and the conformance job's switch interval."""
     from harness import pytest_plugin
 
     monkeypatch.setattr(pytest_plugin, "EARLY_BACKGROUND_SECONDS", 1.0)
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "test_slow_oracle.py").write_text(SLOW_ORACLE_TESTS)
     before = sys.getswitchinterval()
-    log = _run(pytester, passed=16)
+    log = _run(pytester, 16, "--background-switch-interval", "0.0005")
     assert sys.getswitchinterval() == before  # restored when the session ends
     return log
 
@@ -261,6 +261,6 @@ def test_after_a_pre_run_that_ends_beside_long_oracle_tests_the_background_work_
     assert log.count("after_prerun start") == 1, log
 
 
-def test_the_switch_interval_is_short_while_the_pre_run_runs_beside_the_oracle(early_log: list[str]) -> None:
+def test_the_switch_interval_given_holds_beside_the_oracles_tests(early_log: list[str]) -> None:
     intervals = {line for line in early_log if line.startswith("switch interval")}
     assert intervals == {"switch interval 0.0005"}, early_log
