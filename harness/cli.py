@@ -263,12 +263,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from harness.vectors import read_outputs
-
     selected = _load(args)
-    header, results = read_outputs(Path(args.outputs), selected)
+    header, results = _read_answers(args, selected)
     _from_header(args, header)
     return _finish(selected.vectors, results, str(header.get("engine", args.outputs)), args)
+
+
+def _read_answers(args: argparse.Namespace, selected: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The answers file's header and its answers to the selected cases: a line may answer a case
+    of the files that --areas or --case left out (a whole run's answers, one case checked)."""
+    from harness.vectors import read_outputs, read_vectors
+
+    header, results = read_outputs(Path(args.outputs), read_vectors(args.vectors))
+    chosen = {v.id for v in selected.vectors}
+    return header, {case: r for case, r in results.items() if case in chosen}
 
 
 def _from_header(args: argparse.Namespace, header: dict[str, Any]) -> None:
@@ -283,10 +291,8 @@ REPORT_FORMATS = {".md": "markdown", ".html": "html", ".xml": "junit_xml", ".jso
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.vectors import read_outputs
-
     selected = _load(args)
-    header, results = read_outputs(Path(args.outputs), selected)
+    header, results = _read_answers(args, selected)
     _from_header(args, header)
     engine = str(header.get("engine", args.outputs))
     summary, outcomes = _checked(selected.vectors, results, engine, args)
