@@ -41,6 +41,14 @@ def from_flink(watermark: int) -> int:
     return watermark + 1
 
 
+def case_watermark(flink_watermark: int, base: int) -> int | None:
+    """The spec's watermark of the case whose times start at ``base``, from Flink's; None while
+    only earlier cases (or nothing) moved it."""
+    if flink_watermark < base - CASE_SPAN // 2:
+        return None
+    return from_flink(flink_watermark) - base
+
+
 def log(message: str) -> None:
     print(f"[flink_engine] {message}", file=sys.stderr, flush=True)
 

@@ -185,13 +185,6 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     return outputs
 
 
-def _relative(flink_watermark: int, base: int) -> int | None:
-    """The spec's watermark of the case, from Flink's."""
-    if flink_watermark < base - common.CASE_SPAN // 2:
-        return None
-    return common.from_flink(flink_watermark) - base
-
-
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
     base = case.base
     met = {(r["batch"], r["seq"]): r["wm"] for r in records if r["t"] == "event"}
@@ -207,7 +200,7 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
         if item["kind"] != "event":
             continue
         t = item["event_time"]
-        watermark = _relative(met[(b, seq)], base)
+        watermark = common.case_watermark(met[(b, seq)], base)
         # Flink's late element: at or below its watermark, the spec's less one
         late = watermark is not None and t <= common.to_flink(watermark)
         lateness = watermark - t if late and watermark is not None else None
@@ -243,7 +236,8 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
             causes = [(b, seq) for s, b, seq in late_kept if s == start]
             # a late firing is caused by the k-th kept element of an already fired window; else unexplained
             cause = causes[firing - 1] if firing <= len(causes) else (None, None)
-        windows.append([*cause, case.source, start, r["end"] - base, _relative(r["wm"], base), r["count"]])
+        fired_at = common.case_watermark(r["wm"], base)
+        windows.append([*cause, case.source, start, r["end"] - base, fired_at, r["count"]])
     progress = []
     totals = dict.fromkeys(VERDICTS, 0)
     for b in range(case.batches):

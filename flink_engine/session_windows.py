@@ -148,12 +148,10 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
 
 
 def _relative(flink_watermark: int, base: int) -> int | None:
-    """The spec's watermark of the case, from Flink's."""
-    if flink_watermark < base - common.CASE_SPAN // 2:
-        return None  # only earlier cases (or nothing) moved it: this case has no watermark yet
+    """The spec's watermark of the case, from Flink's; the case's end item stands for the top of time."""
     if flink_watermark >= base + common.END_OFFSET:
         return common.I64_MAX  # the case's end item (F017E-R23)
-    return common.from_flink(flink_watermark) - base
+    return common.case_watermark(flink_watermark, base)
 
 
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:

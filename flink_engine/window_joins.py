@@ -184,13 +184,6 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     return outputs
 
 
-def _relative(flink_watermark: int, base: int) -> int | None:
-    """The spec's watermark of the case, from Flink's."""
-    if flink_watermark < base - common.CASE_SPAN // 2:
-        return None
-    return common.from_flink(flink_watermark) - base
-
-
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
     base = case.base
     after_batch = {r["batch"]: r["wm"] for r in records if r["t"] == "mark"}
@@ -227,6 +220,6 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
     emitted = 0
     for b in range(case.batches):
         emitted += pairs_by_batch[b]
-        progress.append([b, _relative(after_batch[b], base), None, None, emitted, None, None])
+        progress.append([b, common.case_watermark(after_batch[b], base), None, None, emitted, None, None])
     tables = {"pairs": pairs, "progress": progress, "errors": [list(e) for e in case.errors]}
     return {"id": case.case_id, "tables": tables}
