@@ -281,8 +281,9 @@ def _read_answers(args: argparse.Namespace, selected: Any) -> tuple[dict[str, An
 
 def _from_header(args: argparse.Namespace, header: dict[str, Any]) -> None:
     """The run's provenance, command and date as the outputs file's header keeps them."""
-    given = header.get("provenance")
-    args.provenance = {str(k): str(v) for k, v in given.items()} if isinstance(given, dict) else {}
+    from harness.engine import provenance_dict
+
+    args.provenance = provenance_dict(header.get("provenance"))
     args.invocation = str(header.get("command") or "")
     args.date = str(header.get("date") or "")
 

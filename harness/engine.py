@@ -8,7 +8,7 @@ query; it must answer each trace exactly as if it ran alone.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from harness.outputs import Output, canonical
@@ -65,10 +65,15 @@ def load_engine(spec: str) -> Engine:
     return engine
 
 
+def provenance_dict(given: object) -> dict[str, str]:
+    """Provenance (an engine's attribute, an answers file's header) as names to strings; {} for
+    anything that is not a mapping."""
+    return {str(k): str(v) for k, v in given.items()} if isinstance(given, Mapping) else {}
+
+
 def engine_provenance(engine: Engine) -> dict[str, str]:
-    """What an engine says of itself (its optional ``provenance``), as names to strings."""
-    given = getattr(engine, "provenance", None)
-    return {str(k): str(v) for k, v in dict(given).items()} if given else {}
+    """What an engine says of itself (its optional ``provenance``)."""
+    return provenance_dict(getattr(engine, "provenance", None))
 
 
 def run_canonical(engine: Engine, traces: Sequence[Trace]) -> list[Output | Exception]:
