@@ -29,6 +29,23 @@ SESSION_BATCHES: list[list[dict[str, Any]]] = [
     [{"kind": "end"}],
 ]
 
+JOIN_LATE_BATCHES: list[list[dict[str, Any]]] = [
+    [
+        {"kind": "event", "key": "a", "event_time": 1, "side": "left"},
+        {"kind": "event", "key": "a", "event_time": 2, "side": "right"},
+        {"kind": "watermark", "time": 10},
+    ],
+    [{"kind": "event", "key": "a", "event_time": 3, "side": "right"}, {"kind": "watermark", "time": 20}],
+    [{"kind": "event", "key": "a", "event_time": 4, "side": "right"}],
+]
+JOIN_SESSION_BATCHES: list[list[dict[str, Any]]] = [
+    [
+        {"kind": "event", "key": "a", "event_time": t, "side": side}
+        for t, side in ((0, "left"), (8, "right"), (16, "left"), (24, "right"))
+    ]
+    + [{"kind": "watermark", "time": 100}]
+]
+
 
 def flink_session_rule(
     batches: list[list[dict[str, Any]]], gap: int
@@ -125,6 +142,20 @@ def answers() -> dict[str, dict[str, Any]]:
             "restart_after": [],
         },
         {
+            "id": "j-late",
+            "area": "window_joins",
+            "config": {"join": "tumbling_tumbling", "size_ms": 10, "allowed_lateness_ms": 5},
+            "batches": JOIN_LATE_BATCHES,
+            "restart_after": [],
+        },
+        {
+            "id": "j-sessions",
+            "area": "window_joins",
+            "config": {"join": "session_session", "gap_ms": 10},
+            "batches": JOIN_SESSION_BATCHES,
+            "restart_after": [],
+        },
+        {
             "id": "k",
             "area": "keyed_watermarks",
             "config": {"bounded_delay": 0},
@@ -136,7 +167,16 @@ def answers() -> dict[str, dict[str, Any]]:
 
 
 def test_every_case_gets_one_answer(answers: dict[str, dict[str, Any]]) -> None:
-    assert set(answers) == {"s", "s-invalid", "l-no-windows", "l-reassign", "j-sliding", "k"}
+    assert set(answers) == {
+        "s",
+        "s-invalid",
+        "l-no-windows",
+        "l-reassign",
+        "j-sliding",
+        "j-late",
+        "j-sessions",
+        "k",
+    }
     assert answers["s-invalid"]["error"]["type"] == "InvalidConfig"
     for declined in ("l-no-windows", "l-reassign", "j-sliding", "k"):
         assert answers[declined]["unsupported"]
@@ -153,6 +193,29 @@ def test_session_output_follows_flinks_rule(answers: dict[str, dict[str, Any]]) 
     assert [2, 2, "a", 2500, 3000, "late_output"] not in late
     assert [b for b, *_ in tables["progress"]] == [0, 1, 2, 3]
     assert tables["progress"][3][1] == 2**63 - 1
+
+
+def test_join_output_follows_flinks_window_join(answers: dict[str, dict[str, Any]]) -> None:
+    """Flink's DataStream window join, from its documented rules: a window fires when the watermark
+    reaches end - 1 and emits every left x right pair it holds; with allowed lateness an element that
+    arrives after that but before end - 1 + lateness is kept and fires the window again, with every pair
+    again; later it goes to the late side output. Sessions are built over both sides' events."""
+
+    def pair(b: int, seq: int, left: tuple[int, int, int], right: tuple[int, int, int]) -> list[Any]:
+        return [b, seq, "a", *left, 0, *right, 0]
+
+    late = answers["j-late"]["tables"]
+    l1, r2, r3 = (0, 0, 1), (0, 1, 2), (1, 0, 3)
+    assert sorted(late["pairs"]) == [
+        pair(0, 2, l1, r2),  # fired by the watermark 10 (Flink's 9 = end - 1)
+        pair(1, 0, l1, r2),  # fired again by the kept late element at 3: the old pair once more
+        pair(1, 0, l1, r3),
+    ]
+    assert late["late"] == [[2, 0, "right", "a", 4, 20]]  # 9 + 5 <= Flink's 19: too late
+    sessions = answers["j-sessions"]["tables"]["pairs"]
+    left, right = [(0, 0, 0), (0, 2, 16)], [(0, 1, 8), (0, 3, 24)]
+    # one session [0, 34) over both sides: 0 and 24 pair, although their sides' sessions do not overlap
+    assert sorted(sessions) == sorted(pair(0, 4, lt, rt) for lt in left for rt in right)
 
 
 def test_late_data_exists_only_in_window_operators() -> None:
@@ -192,68 +255,6 @@ def test_a_window_join_needs_the_same_window_on_both_sides() -> None:
         optimized = t_env.sql_query(query).explain().split("== Optimized Execution Plan ==")[-1]
         joins[name] = [line.strip().split("(")[0] for line in optimized.splitlines() if "Join" in line]
     assert joins == {"tumble": ["WindowJoin"], "hop": ["Join"]}
-
-
-def _explain_join(t_env: Any, window: str, on: str) -> list[str]:
-    """The join operators of the optimized plan of `window` on tables l and r, joined on `on`."""
-    sides = [f"SELECT * FROM TABLE({window.format(t=t)})" for t in ("l", "r")]
-    query = f"SELECT * FROM ({sides[0]}) a JOIN ({sides[1]}) b ON a.k = b.k AND {on}"
-    optimized = t_env.sql_query(query).explain().split("== Optimized Execution Plan ==")[-1]
-    return [line.strip() for line in optimized.splitlines() if "Join" in line]
-
-
-def test_a_session_window_join_pairs_equal_sessions_only() -> None:
-    """Decline probe for session_session: Flink's SESSION x SESSION window join builds sessions per side
-    and pairs rows of sessions with equal bounds; asking for overlapping sessions (OXJ-R13) is planned as a
-    regular Join, with no window purge."""
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
-    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    for side in ("l", "r"):
-        t_env.execute_sql(
-            f"CREATE TEMPORARY TABLE {side} (k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) "
-            "WITH ('connector' = 'datagen')"
-        )
-    session = "SESSION(TABLE {t} PARTITION BY k, DESCRIPTOR(ts), INTERVAL '10' SECOND)"
-    equal = _explain_join(t_env, session, "a.window_start = b.window_start AND a.window_end = b.window_end")
-    overlapping = _explain_join(
-        t_env, session, "a.window_start < b.window_end AND b.window_start < a.window_end"
-    )
-    assert [line.split("(")[0] for line in equal] == ["WindowJoin"]
-    assert "SESSION(" in equal[0]  # sessions per side, each side's own WindowTableFunction
-    assert [line.split("(")[0] for line in overlapping] == ["Join"]
-
-
-def test_a_window_join_has_no_allowed_lateness() -> None:
-    """Decline probe for allowed_lateness > 0: the table options that give a legacy group window its
-    lateness (emit=[late delay ...] in its plan) leave the WindowJoin node unchanged, with no lateness."""
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-
-    lateness = {
-        "table.exec.emit.late-fire.enabled": "true",
-        "table.exec.emit.late-fire.delay": "1 s",
-        "table.exec.emit.allow-lateness": "1 h",
-    }
-    plans: list[list[str]] = []
-    for options in ({}, lateness):
-        t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-        for key, value in options.items():
-            t_env.get_config().set(key, value)
-        for side in ("l", "r"):
-            t_env.execute_sql(
-                f"CREATE TEMPORARY TABLE {side} (k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts) "
-                "WITH ('connector' = 'datagen')"
-            )
-        tumble = "TUMBLE(TABLE {t}, DESCRIPTOR(ts), INTERVAL '10' SECOND)"
-        plans.append(
-            _explain_join(t_env, tumble, "a.window_start = b.window_start AND a.window_end = b.window_end")
-        )
-    # the options are real: with them the legacy GROUP BY TUMBLE aggregate gets a late-firing emit
-    legacy = t_env.sql_query("SELECT k, COUNT(*) FROM l GROUP BY k, TUMBLE(ts, INTERVAL '10' SECOND)")
-    assert "emit=[late delay 1000 millisecond]" in legacy.explain()
-    assert plans[0] == plans[1]  # ...but they do not reach the window join
-    assert plans[0][0].startswith("WindowJoin(")
-    assert "late" not in plans[0][0].lower()
 
 
 def test_a_flink_sql_watermark_of_rt_less_its_delay_is_a_millisecond_ahead_of_the_spec() -> None:

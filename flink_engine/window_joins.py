@@ -1,12 +1,24 @@
-"""OXJ on Flink: tumbling x tumbling as a Flink SQL window join (TUMBLE on both sides, equal windows).
+"""OXJ on Flink: Flink's DataStream window join, tumbling x tumbling and session x session.
+
+Flink's Java DataStream API joins two streams in a window with
+``a.join(b).where(key).equalTo(key).window(assigner).apply(pair)``, which Flink builds as a co-group: the
+two inputs tagged by side, united, keyed, windowed by the one assigner, and every left element of a
+fired window paired with every right one. PyFlink has no ``join``, so the adapter builds those same
+documented parts: the trace's events (one source, each row tagged with its side) keyed by key,
+``TumblingEventTimeWindows`` of ``size_ms`` or ``EventTimeSessionWindows`` of ``gap_ms``,
+``allowed_lateness`` and ``side_output_late_data``, and a ProcessWindowFunction that emits the window's
+cross product of left and right elements. Both sides reach the window through one channel, so the
+order of records and watermarks is the source's and the answers do not vary between runs (Flink SQL's
+WindowJoin, a two-input operator, paired differently from run to run as its inputs' watermarks met).
 
 The trace's watermark items are the stream's watermark (a SQL source watermark on a column only they
-raise, each item less one: common.to_flink, emitted after each record); both sides are filters of that
-one source, so the join's input watermark is the trace's. Observed: the pairs the window join emits,
-and the watermark after each batch. Mapped by the adapter: each pair's batch and seq, those of the
-watermark item that fired its window (the first whose Flink watermark is at or above window_end - 1,
-where Flink's window join fires), and the error rows of malformed items. Not observable: late rows (the
-window join drops them without a trace) and the join's stats.
+raise, each item less one: common.to_flink, emitted after each record). Observed: every firing of a
+window (its watermark, its left and right elements), the late side output with the watermark its
+element met, and the watermark after each batch. Mapped by the adapter: each firing's batch and seq,
+those of the watermark item that fired the window (Flink fires at ``window_end - 1``) or, for a window
+fired again by a late element that allowed lateness keeps, that element's; the late rows and pairs
+counted per batch; the error rows of malformed items. Not observable: the events taken per side and the
+open windows.
 """
 
 from __future__ import annotations
@@ -21,14 +33,11 @@ from reference.window_joins import validate_config
 
 AREA = "window_joins"
 OTHER_JOINS = {
-    "tumbling_sliding": "Flink plans a join of TUMBLE and HOP windows as a regular join, not a window join "
-    "(no purge, no lateness), and it pairs equal window bounds only, not overlapping panes (OXJ-R9)",
-    "session_session": "a Flink window join pairs rows of one shared window, while OXJ-R13 pairs overlapping "
-    "sessions built per side; this adapter maps tumbling_tumbling only",
+    "tumbling_sliding": "Flink's window join takes one window assigner for both inputs (DataStream "
+    "join(...).window(assigner)) and Flink SQL plans a join of TUMBLE and HOP windows as a regular join with "
+    "no window purge, pairing equal window bounds only; OXJ-R9 pairs a tumbling pane with overlapping "
+    "sliding panes",
 }
-NO_LATENESS = (
-    "Flink's window join has no allowed lateness: it drops a row once the watermark passes its window"
-)
 
 
 @dataclass
@@ -36,12 +45,19 @@ class Prepared:
     case_id: str
     index: int
     base: int
-    size: int
+    join: str
+    length: int  # size_ms of tumbling panes or gap_ms of sessions
+    lateness: int
     batches: int
     # (batch, seq, the item's time shifted and in Flink's terms)
     watermarks: list[tuple[int, int, int]] = field(default_factory=list)
     rows: list[common.Row] = field(default_factory=list)
     errors: list[common.Row] = field(default_factory=list)
+
+    @property
+    def window(self) -> tuple[str, int, int]:
+        """The window operator the case's events go to: join kind, size or gap, allowed lateness."""
+        return (self.join, self.length, self.lateness)
 
 
 def _errors(batches: list[list[dict[str, Any]]]) -> dict[tuple[int, int], str]:
@@ -87,8 +103,6 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
         return {"id": case["id"], "error": {"type": "InvalidConfig", "message": str(error)}}
     if config["join"] in OTHER_JOINS:
         return {"id": case["id"], "unsupported": OTHER_JOINS[config["join"]]}
-    if config.get("allowed_lateness_ms", 0) > 0:
-        return {"id": case["id"], "unsupported": NO_LATENESS}
     batches = case["batches"]
     errors = _errors(batches)
     accepted = [
@@ -97,18 +111,19 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
         for seq, it in enumerate(batch)
         if (b, seq) not in errors
     ]
-    size = config["size_ms"]
+    length = config["size_ms"] if config["join"] == "tumbling_tumbling" else config["gap_ms"]
+    lateness = config.get("allowed_lateness_ms", 0)
     times = [it.get("event_time", it.get("time")) for _, _, it in accepted]
-    if not common.fits(size, *times):
+    if not common.fits(length, lateness, *times):
         return {
             "id": case["id"],
             "unsupported": (
-                f"times or sizes of {common.TIME_LIMIT} ms or more: this adapter gives each case its own "
+                f"times or durations of {common.TIME_LIMIT} ms or more: this adapter gives each case its own "
                 "stretch of Flink event time, so the i64 ends of TR-2 are out of reach"
             ),
         }
-    base = common.case_base(index) // size * size
-    prepared = Prepared(case["id"], index, base, size, len(batches))
+    base = common.case_base(index) // length * length  # Flink's panes start at multiples of the size
+    prepared = Prepared(case["id"], index, base, config["join"], length, lateness, len(batches))
     prepared.errors = [(b, seq, reason) for (b, seq), reason in sorted(errors.items())]
     ordered = sorted(
         accepted + [(b, len(batch), {"kind": "mark"}) for b, batch in enumerate(batches)],
@@ -129,14 +144,15 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
 
 
 def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
-    """One source for every case; one window join per pane size."""
+    """One source for every case; one window join per join kind, size or gap, and allowed lateness."""
     from pyflink.common import Types
-    from pyflink.datastream.functions import ProcessFunction
+    from pyflink.common.time import Time
+    from pyflink.datastream import OutputTag
+    from pyflink.datastream.functions import ProcessWindowFunction
+    from pyflink.datastream.window import EventTimeSessionWindows, TumblingEventTimeWindows
 
     rows = [row for case in cases for row in case.rows]
-    table = common.source_table(env, t_env, rows)
-    t_env.create_temporary_view("join_source", table)
-    observed = t_env.to_data_stream(table).process(
+    observed = common.source_with_watermark(env, t_env, rows).process(
         common.observe_watermark(), output_type=common.observed_type()
     )
     outputs = [
@@ -146,42 +162,70 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
         )
     ]
 
-    class PairWithWatermark(ProcessFunction):
-        """The watermark the pair's consumer had when the pair arrived: the one before the firing one."""
+    class PairUp(ProcessWindowFunction):
+        """The join's pair function over one firing of a window: every left element with every right one."""
 
-        def process_element(self, r: Any, ctx: Any) -> Any:
+        def process(self, key: str, context: Any, elements: Any) -> Any:
+            items = list(elements)
+            window = context.window()
             yield json.dumps(
                 {
-                    "t": "pair",
-                    "case": r[0],
-                    "key": r[1],
-                    "left": [r[2], r[3], r[4], r[5]],
-                    "right": [r[6], r[7], r[8], r[9]],
-                    "wm": ctx.timer_service().current_watermark(),
+                    "t": "fire",
+                    "case": items[0][1],
+                    "key": key,
+                    "start": window.start,
+                    "end": window.end,
+                    "wm": context.current_watermark(),
+                    "left": [[r[2], r[3], r[5], r[7]] for r in items if r[8] == "left"],
+                    "right": [[r[2], r[3], r[5], r[7]] for r in items if r[8] == "right"],
                 }
             )
 
-    for size in sorted({case.size for case in cases}):
-        members = ", ".join(str(case.index) for case in cases if case.size == size)
-        side = "SELECT * FROM TABLE(TUMBLE(TABLE {view}, DESCRIPTOR(rt), INTERVAL '{seconds}' SECOND(1, 3)))"
-        for name in ("left", "right"):
-            t_env.create_temporary_view(
-                f"join_{name}_{size}",
-                t_env.sql_query(
-                    f"SELECT * FROM join_source WHERE kind = 'event' AND extra = '{name}' "
-                    f"AND case_index IN ({members})"
-                ),
-            )
-        seconds = f"{size / 1000:.3f}"
-        pairs = t_env.sql_query(
-            "SELECT L.case_index, L.key, L.batch, L.seq, L.ts_ms, L.`value`, "
-            "R.batch, R.seq, R.ts_ms, R.`value` "
-            f"FROM ({side.format(view=f'join_left_{size}', seconds=seconds)}) L "
-            f"JOIN ({side.format(view=f'join_right_{size}', seconds=seconds)}) R "
-            "ON L.key = R.key AND L.window_start = R.window_start AND L.window_end = R.window_end"
+    for join, length, lateness in sorted({case.window for case in cases}):
+        members = {case.index for case in cases if case.window == (join, length, lateness)}
+        assigner = (
+            TumblingEventTimeWindows.of(Time.milliseconds(length))
+            if join == "tumbling_tumbling"
+            else EventTimeSessionWindows.with_gap(Time.milliseconds(length))
         )
-        outputs.append(t_env.to_data_stream(pairs).process(PairWithWatermark(), output_type=Types.STRING()))
+        late_tag = OutputTag(f"late_{join}_{length}_{lateness}", common.observed_type())
+        fired = (
+            observed.filter(lambda r, members=members: r[0] == "event" and r[1] in members)
+            .key_by(lambda r: r[4], key_type=Types.STRING())
+            .window(assigner)
+            .allowed_lateness(lateness)
+            .side_output_late_data(late_tag)
+            .process(PairUp(), Types.STRING())
+        )
+        late = fired.get_side_output(late_tag).map(
+            lambda r: json.dumps(
+                {
+                    "t": "late",
+                    "case": r[1],
+                    "batch": r[2],
+                    "seq": r[3],
+                    "key": r[4],
+                    "ts": r[5],
+                    "side": r[8],
+                    "wm": r[9],
+                }
+            ),
+            output_type=Types.STRING(),
+        )
+        outputs += [fired, late]
     return outputs
+
+
+def _cause(case: Prepared, fire: dict[str, Any]) -> tuple[int, int] | None:
+    """The (batch, seq) of the item that made Flink fire the window: the first watermark item at or above
+    its end - 1 or, when an element of the window arrived after that item (allowed lateness fires a window
+    again for each element it keeps), the latest such element. None when no item of the trace fired it
+    (a later case's watermark or the job's end did)."""
+    at = next(((b, seq) for b, seq, w in case.watermarks if w >= fire["end"] - 1 and w <= fire["wm"]), None)
+    if at is None:
+        return None
+    latest = max((b, seq) for b, seq, *_ in fire["left"] + fire["right"])
+    return max(at, latest)
 
 
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -189,37 +233,44 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
     after_batch = {r["batch"]: r["wm"] for r in records if r["t"] == "mark"}
     pairs = []
     pairs_by_batch = [0] * case.batches
+    late = []
+    late_by_batch = [0] * case.batches
     for r in records:
-        if r["t"] != "pair":
+        if r["t"] == "late":
+            late_by_batch[r["batch"]] += 1
+            key = r["key"].split(":", 1)[1]
+            judged_by = common.case_watermark(r["wm"], base)
+            late.append([r["batch"], r["seq"], r["side"], key, r["ts"] - base, judged_by])
+        if r["t"] != "fire":
             continue
-        fire_at = r["left"][2] - r["left"][2] % case.size + case.size - 1  # the window's end - 1
-        # the firing watermark: above the one the pair's consumer had (observed), at or above end - 1
-        cause = next(((b, seq) for b, seq, w in case.watermarks if w >= fire_at and w > r["wm"]), None)
+        cause = _cause(case, r)
         if cause is None:
-            continue  # fired by a later case or the job's end: the trace never closed this window
+            continue  # the trace never fired this window
         b, seq = cause
-        pairs_by_batch[b] += 1
         key = r["key"].split(":", 1)[1]
-        left, right = r["left"], r["right"]
-        pairs.append(
-            [
-                b,
-                seq,
-                key,
-                left[0],
-                left[1],
-                left[2] - base,
-                left[3],
-                right[0],
-                right[1],
-                right[2] - base,
-                right[3],
-            ]
-        )
+        for left in r["left"]:
+            for right in r["right"]:
+                pairs_by_batch[b] += 1
+                pairs.append(
+                    [
+                        b,
+                        seq,
+                        key,
+                        left[0],
+                        left[1],
+                        left[2] - base,
+                        left[3],
+                        right[0],
+                        right[1],
+                        right[2] - base,
+                        right[3],
+                    ]
+                )
     progress = []
-    emitted = 0
+    emitted = dropped = 0
     for b in range(case.batches):
         emitted += pairs_by_batch[b]
-        progress.append([b, common.case_watermark(after_batch[b], base), None, None, emitted, None, None])
-    tables = {"pairs": pairs, "progress": progress, "errors": [list(e) for e in case.errors]}
+        dropped += late_by_batch[b]
+        progress.append([b, common.case_watermark(after_batch[b], base), None, None, emitted, dropped, None])
+    tables = {"pairs": pairs, "late": late, "progress": progress, "errors": [list(e) for e in case.errors]}
     return {"id": case.case_id, "tables": tables}
