@@ -12,24 +12,25 @@ import time
 from types import ModuleType
 from typing import Any
 
-from flink_engine import common, late_data, session_windows, window_joins
+from flink_engine import common, eventtime_buffer, late_data, session_windows, window_joins
 
 AREAS: dict[str, ModuleType] = {
     "session_windows": session_windows,
     "late_data": late_data,
     "window_joins": window_joins,
+    "eventtime_buffer": eventtime_buffer,
 }
 DECLINED = {
     "keyed_watermarks": "Flink has one watermark per stream (per subtask), not one per key (F065)",
     "partitioned_watermarks": "Flink combines split watermarks inside its sources; idleness is wall-clock "
     "(with_idleness), not the trace's explicit idle/active items (F064)",
-    "eventtime_buffer": "Flink has no event-time reorder buffer operator with the veloFlux emission rules",
     "watermark_propagation": "Flink's watermark generation is periodic or per record and not given per node "
     "as the trace's watermark items (OXW); alignment pauses sources by wall clock",
     "exactly_once_aggregation": "Flink SQL keeps the first row per (producer, sequence) with no bound but a "
     "wall-clock state TTL, not a window of recent sequences per channel with an outside_window verdict "
     "(OXE-R2); its exactly-once is a checkpoint mode, not about re-delivered messages (OXE)",
-    "sla_admission": "Flink has no SLA admission or load shedding operator (OXS)",
+    "sla_admission": "Flink's one built-in bound on input, a source's rate limit, paces the source and "
+    "delivers every row: no verdict by lag, no reject channel, nothing shed (OXS)",
 }
 
 
