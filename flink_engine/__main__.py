@@ -12,16 +12,16 @@ import time
 from types import ModuleType
 from typing import Any
 
-from flink_engine import common, eventtime_buffer, late_data, session_windows, window_joins
+from flink_engine import common, eventtime_buffer, keyed_watermarks, late_data, session_windows, window_joins
 
 AREAS: dict[str, ModuleType] = {
     "session_windows": session_windows,
     "late_data": late_data,
     "window_joins": window_joins,
     "eventtime_buffer": eventtime_buffer,
+    "keyed_watermarks": keyed_watermarks,
 }
 DECLINED = {
-    "keyed_watermarks": "Flink has one watermark per stream (per subtask), not one per key (F065)",
     "partitioned_watermarks": "Flink combines split watermarks inside its sources; idleness is wall-clock "
     "(with_idleness), not the trace's explicit idle/active items (F064)",
     "watermark_propagation": "Flink's watermark generation is periodic or per record and not given per node "

@@ -177,6 +177,18 @@ def answers() -> dict[str, dict[str, Any]]:
             "id": "k",
             "area": "keyed_watermarks",
             "config": {"bounded_delay": 0},
+            "batches": [
+                [
+                    {"kind": "event", "key": "fast", "event_time": 10000},
+                    {"kind": "event", "key": "slow", "event_time": 1000},
+                ]
+            ],
+            "restart_after": [],
+        },
+        {
+            "id": "p",
+            "area": "partitioned_watermarks",
+            "config": {"bounded_delay": 0},
             "batches": [[]],
             "restart_after": [],
         },
@@ -195,9 +207,10 @@ def test_every_case_gets_one_answer(answers: dict[str, dict[str, Any]]) -> None:
         "j-sessions",
         "b-sort",
         "k",
+        "p",
     }
     assert answers["s-invalid"]["error"]["type"] == "InvalidConfig"
-    for declined in ("l-no-windows", "l-reassign", "j-sliding", "k"):
+    for declined in ("l-no-windows", "l-reassign", "j-sliding", "p"):
         assert answers[declined]["unsupported"]
 
 
@@ -419,9 +432,19 @@ def one_watermark_per_stream() -> dict[str, list[Any]]:
     return found
 
 
+def test_keyed_events_are_judged_by_the_streams_watermark(answers: dict[str, dict[str, Any]]) -> None:
+    """The keyed_watermarks answer: a key's first event meets the stream's watermark (10000, raised by
+    another key), and the keyed 1 ms window's late output makes it late."""
+    assert answers["k"]["tables"]["events"] == [
+        [0, 0, "fast", 10000, None, "on_time"],
+        [0, 1, "slow", 1000, 10000, "late"],
+    ]
+
+
 def test_a_keyed_window_uses_the_streams_watermark(one_watermark_per_stream: dict[str, list[Any]]) -> None:
-    """Decline probe for keyed_watermarks: a key's first element meets the watermark other keys raised, and
-    the window operator sends it to the late output although its own key's time never advanced."""
+    """The rule keyed_watermarks is judged by on Flink: a key's first element meets the watermark other
+    keys raised, and the window operator sends it to the late output although its own key's time never
+    advanced (F065 has one watermark per key)."""
     found = one_watermark_per_stream
     assert ["slow", 1000, 10000] in found["keyed_wm"]  # the slow key meets the fast key's watermark
     assert found["late"] == [["slow", 1000]]
