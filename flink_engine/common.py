@@ -152,6 +152,25 @@ def observe_watermark() -> Any:
     return ObserveWatermark()
 
 
+def marks(observed: Any, kinds: tuple[str, ...] = ("mark",)) -> Any:
+    """The observed rows of the given kinds (each trace batch's marker row) as JSON records with the
+    watermark Flink had there."""
+    from pyflink.common import Types
+
+    return observed.filter(lambda r: r[0] in kinds).map(
+        lambda r: json.dumps({"t": "mark", "case": r[1], "batch": r[2], "kind": r[0], "wm": r[9]}),
+        output_type=Types.STRING(),
+    )
+
+
+def fired_window(tag: str, key: str, context: Any, items: list[Any], **fields: Any) -> str:
+    """A JSON record of one firing of a window operator: its case, key, bounds and the watermark that
+    fired it (a ProcessWindowFunction's context), with the area's own fields."""
+    window = context.window()
+    record = {"t": tag, "case": items[0][1], "key": key, "start": window.start, "end": window.end}
+    return json.dumps({**record, "wm": context.current_watermark(), **fields})
+
+
 def field_types() -> list[Any]:
     """Flink's types of FIELD_NAMES, in order."""
     from pyflink.common import Types

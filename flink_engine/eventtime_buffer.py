@@ -161,12 +161,7 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
         observed = t_env.to_data_stream(table).process(
             common.observe_watermark(), output_type=common.observed_type()
         )
-        outputs.append(
-            observed.filter(lambda r: r[0] == "mark").map(
-                lambda r: json.dumps({"t": "mark", "case": r[1], "batch": r[2], "wm": r[9]}),
-                output_type=Types.STRING(),
-            )
-        )
+        outputs.append(common.marks(observed))
         released = t_env.sql_query(
             f"SELECT case_index, batch, seq, key, ts_ms, `value` FROM {view} WHERE kind = 'event' ORDER BY rt"
         )

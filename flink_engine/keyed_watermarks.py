@@ -107,10 +107,7 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     )
     events = observed.filter(lambda r: r[0] == "event")
     outputs = [
-        observed.filter(lambda r: r[0] == "mark").map(
-            lambda r: json.dumps({"t": "mark", "case": r[1], "batch": r[2], "wm": r[9]}),
-            output_type=Types.STRING(),
-        ),
+        common.marks(observed),
         events.map(
             lambda r: json.dumps({"t": "event", "case": r[1], "batch": r[2], "seq": r[3], "wm": r[9]}),
             output_type=Types.STRING(),
@@ -133,18 +130,8 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     class EmitWindow(ProcessWindowFunction):
         def process(self, key: str, context: Any, elements: Any) -> Any:
             items = list(elements)
-            window = context.window()
-            yield json.dumps(
-                {
-                    "t": "window",
-                    "case": items[0][1],
-                    "key": key,
-                    "start": window.start,
-                    "end": window.end,
-                    "count": len(items),
-                    "sum": sum(it[7] for it in items),
-                    "wm": context.current_watermark(),
-                }
+            yield common.fired_window(
+                "window", key, context, items, count=len(items), sum=sum(it[7] for it in items)
             )
 
     for size in sorted({case.window_size for case in cases if case.window_size is not None}):

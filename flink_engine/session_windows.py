@@ -106,26 +106,11 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     class EmitSession(ProcessWindowFunction):
         def process(self, key: str, context: Any, elements: Any) -> Any:
             items = list(elements)
-            window = context.window()
-            yield json.dumps(
-                {
-                    "t": "session",
-                    "case": items[0][1],
-                    "key": key,
-                    "start": window.start,
-                    "end": window.end,
-                    "count": len(items),
-                    "sum": sum(it[7] for it in items),
-                    "wm": context.current_watermark(),
-                }
+            yield common.fired_window(
+                "session", key, context, items, count=len(items), sum=sum(it[7] for it in items)
             )
 
-    outputs = [
-        observed.filter(lambda r: r[0] in ("mark", "end")).map(
-            lambda r: json.dumps({"t": "mark", "case": r[1], "batch": r[2], "kind": r[0], "wm": r[9]}),
-            output_type=Types.STRING(),
-        )
-    ]
+    outputs = [common.marks(observed, kinds=("mark", "end"))]
     for lateness in sorted({case.config["allowed_lateness"] for case in cases}):
         members = {case.index for case in cases if case.config["allowed_lateness"] == lateness}
         late_tag = OutputTag(f"late_{lateness}", common.observed_type())

@@ -155,31 +155,17 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     observed = common.source_with_watermark(env, t_env, rows).process(
         common.observe_watermark(), output_type=common.observed_type()
     )
-    outputs = [
-        observed.filter(lambda r: r[0] == "mark").map(
-            lambda r: json.dumps({"t": "mark", "case": r[1], "batch": r[2], "wm": r[9]}),
-            output_type=Types.STRING(),
-        )
-    ]
+    outputs = [common.marks(observed)]
 
     class PairUp(ProcessWindowFunction):
         """The join's pair function over one firing of a window: every left element with every right one."""
 
         def process(self, key: str, context: Any, elements: Any) -> Any:
             items = list(elements)
-            window = context.window()
-            yield json.dumps(
-                {
-                    "t": "fire",
-                    "case": items[0][1],
-                    "key": key,
-                    "start": window.start,
-                    "end": window.end,
-                    "wm": context.current_watermark(),
-                    "left": [[r[2], r[3], r[5], r[7]] for r in items if r[8] == "left"],
-                    "right": [[r[2], r[3], r[5], r[7]] for r in items if r[8] == "right"],
-                }
-            )
+            sides = {
+                side: [[r[2], r[3], r[5], r[7]] for r in items if r[8] == side] for side in ("left", "right")
+            }
+            yield common.fired_window("fire", key, context, items, **sides)
 
     for join, length, lateness in sorted({case.window for case in cases}):
         members = {case.index for case in cases if case.window == (join, length, lateness)}
