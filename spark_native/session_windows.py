@@ -7,11 +7,20 @@ How the spec's settings map to Spark's (derived from the two closing rules):
 
 * ``gap`` is ``session_window``'s gap duration: both define a session as
   ``[first event, last event + gap)`` and merge sessions that touch (R2, R3).
-* Spark has no allowed lateness for a session window; it emits a session once its watermark
-  ``max event time - D`` reaches the end (``end <= watermark``). R7 closes it when
-  ``max event time - bounded_delay > end + allowed_lateness``. Solving the one for the other
-  gives ``D = bounded_delay + allowed_lateness + 1`` ms, so Spark's closing condition is R7's,
-  evaluated at Spark's batch boundaries (it lags one batch: R6, R7 deviations).
+* ``D``, the delay of ``withWatermark``, from the two documented contracts. Spark's watermark
+  ``W_s = max event time - D`` promises that rows at or below it are late (a stateful operator
+  drops ``event_time <= W_s``); the spec's ``W`` that events below it are (R10). Both say the
+  same when ``W_s = W - 1``, so with no allowed lateness ``D = bounded_delay + 1`` (the shift
+  Flink's adapter makes too). Spark has no allowed lateness of its own: its delay is its one
+  lateness setting ("how late data may be"), so the spec's allowed lateness joins it:
+  ``D = bounded_delay + allowed_lateness + 1``. Then Spark's closing rule, a session is emitted
+  once ``end <= W_s``, is R7's ``W > end + allowed_lateness`` exactly, evaluated at Spark's batch
+  boundaries (it lags one batch: R6, R7 deviations).
+* Spark's lateness rule cannot be matched by any ``D``: it drops a row when the row's own
+  session ``[t, t + gap)`` would already be closed (``t + gap <= W_s``), where R10 calls an event
+  late when ``t + allowed_lateness < W``. So an event up to ``gap`` behind the watermark is kept
+  and merges into a session (the R3 and R10 deviations), with or without allowed lateness:
+  ``tests/test_spark_native_session_windows.py`` shows it with ``D = bounded_delay + 1``.
 * ``emit_strategy`` only decides the verdict of late rows, which Spark never reports (below).
 
 How Spark's answer maps to the tables:
@@ -33,9 +42,16 @@ How Spark's answer maps to the tables:
   rule on the trace's items, which the adapter translates into rows; Spark has no error rows):
   ``duplicate_seq`` items, kinds other than ``event``, events without key or event time.
 
-Declined (``Unsupported``): a trace with an ``end`` item (Spark has no end of input that
-flushes state: a stopped query keeps its open sessions), and a trace whose event times or
-delay do not fit Spark's microsecond timestamps (``timestamp_millis`` overflows).
+The ``end`` item (R23): Spark has no end of input (a stopped query keeps its open sessions), so
+the adapter ends the input the way a Spark user does, with a sentinel row: an event of a key no
+trace uses at a time whose watermark passes every session of the trace, followed by one more
+micro-batch, in which Spark emits what the sentinel's watermark closes (Spark's watermark moves
+at a micro-batch's end). The sentinel's own session is left out of every table, its time stands
+for the end of time (``progress`` reports I64_MAX from the end's batch on), and the items after
+the end are the adapter's ``after_end`` error rows and are not sent.
+
+Declined (``Unsupported``): a trace whose event times or delay do not fit Spark's microsecond
+timestamps (``timestamp_millis`` overflows), the sentinel's time included.
 """
 
 from __future__ import annotations
@@ -44,12 +60,14 @@ from typing import Any
 
 from harness.engine import Unsupported
 from harness.outputs import Output
-from harness.traces import Item, Trace
+from harness.traces import I64_MAX, Item, Trace
 from spark_impl.session_windows import StreamConfig
 from spark_native.common import TIMESTAMP_LIMIT_MS, TS, dropped_by_watermark, run_trace, state_rows
 
 #: the reason Spark's only way of closing a session is reported under (F017E-R8)
 CLOSED_BY = "watermark"
+#: the key of the end's sentinel row: no trace's key, since it starts with a NUL character
+SENTINEL_KEY = "\x00end of input"
 
 
 def spark_delay_ms(config: StreamConfig) -> int:
@@ -57,8 +75,13 @@ def spark_delay_ms(config: StreamConfig) -> int:
     return config.bounded_delay + config.allowed_lateness + 1
 
 
-def item_error(item: Item) -> str | None:
-    """The R20 reason of an item the adapter keeps from Spark, or None for a well-formed event."""
+def item_error(item: Item, ended: bool = False) -> str | None:
+    """The R20 reason of an item the adapter keeps from Spark, or None for a well-formed event
+    (and for the end, which becomes the sentinel row)."""
+    if ended:
+        return "after_end"
+    if item.kind == "end":
+        return None
     if item.kind == "duplicate_seq":
         return "duplicate_seq"
     if item.kind != "event":
@@ -70,19 +93,73 @@ def item_error(item: Item) -> str | None:
     return None
 
 
+def errors_of(trace: Trace) -> list[tuple[int, int, str]]:
+    """The R20 error rows of the items the adapter keeps from Spark, in trace order."""
+    out, ended = [], False
+    for b, batch in enumerate(trace.batches):
+        for seq, item in enumerate(batch):
+            error = item_error(item, ended)
+            if error is not None:
+                out.append((b, seq, error))
+            ended = ended or item.kind == "end"
+    return out
+
+
+def end_of(trace: Trace) -> tuple[int, int] | None:
+    """The (batch, seq) of the trace's first end item, or None."""
+    return next(
+        (
+            (b, seq)
+            for b, batch in enumerate(trace.batches)
+            for seq, item in enumerate(batch)
+            if item.kind == "end"
+        ),
+        None,
+    )
+
+
+def sentinel_time(trace: Trace, config: StreamConfig) -> int:
+    """A time whose Spark watermark (time - D) is at or past the end of every session of the
+    events before the end: the greatest of their times plus the gap plus D."""
+    times = [int(item.event_time or 0) for _, _, item in _events_before_end(trace)] or [0]
+    return max(times) + config.gap + spark_delay_ms(config)
+
+
+def _events_before_end(trace: Trace) -> list[tuple[int, int, Item]]:
+    end = end_of(trace) or (len(trace.batches), 0)
+    return [
+        (b, seq, item)
+        for b, batch in enumerate(trace.batches)
+        for seq, item in enumerate(batch)
+        if (b, seq) < end and item_error(item) is None
+    ]
+
+
+def spark_input(trace: Trace, config: StreamConfig) -> Trace:
+    """The trace Spark is given: up to the end, the end as the sentinel row, and one more (empty)
+    micro-batch when the end is in the last batch."""
+    end = end_of(trace)
+    if end is None:
+        return trace
+    sentinel = Item("event", key=SENTINEL_KEY, event_time=sentinel_time(trace, config), value=0)
+    batches = [
+        [sentinel if (b, seq) == end else item for seq, item in enumerate(batch) if (b, seq) <= end]
+        for b, batch in enumerate(trace.batches)
+    ]
+    if end[0] == len(batches) - 1:
+        batches.append([])
+    return Trace(trace.area, trace.config, tuple(map(tuple, batches)), trace.restart_after, trace.name)
+
+
 def decline_reason(trace: Trace, config: StreamConfig) -> str | None:
     """Why Spark's ``session_window`` cannot run this trace at all, or None."""
-    if any(item.kind == "end" for batch in trace.batches for item in batch):
-        return (
-            "Spark has no end-of-input signal for session_window: stopping the query leaves open "
-            "sessions in its state unemitted, and its watermark moves only with event times"
-        )
+    if end_of(trace) is not None and sentinel_time(trace, config) > TIMESTAMP_LIMIT_MS:
+        return "the end's sentinel row needs a time beyond Spark's microsecond timestamp range"
     if spark_delay_ms(config) > TIMESTAMP_LIMIT_MS:
         return f"the watermark delay {spark_delay_ms(config)} ms does not fit Spark's microsecond interval"
-    for batch in trace.batches:
-        for item in batch:
-            if item_error(item) is None and abs(int(item.event_time or 0)) > TIMESTAMP_LIMIT_MS - config.gap:
-                return f"event time {item.event_time} ms is outside Spark's microsecond timestamp range"
+    for _, _, item in _events_before_end(trace):
+        if item.kind == "event" and abs(int(item.event_time or 0)) > TIMESTAMP_LIMIT_MS - config.gap:
+            return f"event time {item.event_time} ms is outside Spark's microsecond timestamp range"
     return None
 
 
@@ -123,16 +200,13 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
     reason = decline_reason(trace, config)
     if reason is not None:
         return Unsupported(reason)
-    errors = [
-        (b, seq, error)
-        for b, batch in enumerate(trace.batches)
-        for seq, item in enumerate(batch)
-        if (error := item_error(item)) is not None
-    ]
-    run = run_trace(spark, trace, build_query(config))
+    errors = errors_of(trace)
+    end = end_of(trace)
+    run = run_trace(spark, spark_input(trace, config), build_query(config))
     sessions = [
         (b, r["key"], r["session_start"], r["session_end"], r["count"], r["sum"], CLOSED_BY)
         for b, r in run.rows
+        if r["key"] != SENTINEL_KEY
     ]
     progress = []
     greatest: int | None = None
@@ -145,5 +219,9 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
         closed += sum(1 for row in sessions if row[0] == b)
         dropped += dropped_by_watermark(report)
         watermark = None if greatest is None else greatest - config.bounded_delay
-        progress.append((b, watermark, state_rows(report), 0, closed, dropped))
+        open_sessions = state_rows(report)
+        if end is not None and b >= end[0]:
+            watermark = I64_MAX  # the sentinel stands for the end of time (R23)
+            open_sessions -= 1  # the sentinel's own session, open for good
+        progress.append((b, watermark, open_sessions, 0, closed, dropped))
     return {"sessions": sessions, "progress": progress, "errors": errors}

@@ -4,9 +4,10 @@
   rules predict (docs/spark-facts.md, "Spark's own operators", and the adapter's mapping in
   the module docstring), computed here by ``spark_rules_prediction`` from the trace alone,
   never from a recorded run.
-* The probes behind the module's ``Unsupported`` reasons: a session still open when the input
-  stops is never emitted (no end-of-input flush), and ``timestamp_millis`` cannot take an event
-  time beyond Spark's microsecond range.
+* The ``end`` item as a sentinel row, and the probe that shows why it needs one: a session
+  still open when the input stops is never emitted (no end-of-input flush).
+* The probe behind the module's ``Unsupported`` reason: ``timestamp_millis`` cannot take an
+  event time beyond Spark's microsecond range.
 """
 
 from __future__ import annotations
@@ -98,9 +99,39 @@ def test_spark_native_session_windows_follow_sparks_documented_rules() -> None:
     assert expected["progress"][-1][5] >= 1 and len(expected["sessions"]) >= 2
 
 
-def test_spark_native_declines_a_trace_with_an_end_and_spark_keeps_the_open_session() -> None:
-    """Probe for the ``end`` decline: a query whose input stops emits nothing of a session its
-    watermark has not reached, whatever comes after (availableNow ends the query)."""
+LATE_MERGE = _trace(
+    {"gap": GAP, "bounded_delay": 0, "allowed_lateness": 0},
+    [[_e("k", 5000)], [_e("k", 10000)], [], [], [_e("k", 9500)], [_e("k", 20000)], [], []],
+    name="a late event merges, no allowed lateness",
+)
+
+
+def test_spark_keeps_and_merges_an_event_the_spec_calls_late_whatever_the_delay_mapping() -> None:
+    """The "late events merge into sessions" finding is Spark's rule, not the delay mapping: with no
+    allowed lateness Spark's delay is the spec's plus the millisecond that makes both watermarks one
+    promise, and still the event at 9500, below the watermark 10000, is kept (Spark drops a row only
+    when its own session [t, t + gap) ends at or below the watermark) and extends the next session."""
+    from reference.session_windows import run_trace as oracle
+    from spark_impl.session import get_spark
+    from spark_impl.session_windows import validate_config
+    from spark_native.engine import SparkNativeEngine
+    from spark_native.session_windows import spark_delay_ms
+
+    assert spark_delay_ms(validate_config(LATE_MERGE.config)) == 1
+    [output] = SparkNativeEngine(get_spark()).run([LATE_MERGE])
+    assert not isinstance(output, Exception), output
+    expected = spark_rules_prediction(LATE_MERGE)
+    assert sorted(output["sessions"]) == sorted(expected["sessions"])
+    assert any(row[1:5] == ("k", 9500, 11000, 2) for row in output["sessions"])
+    assert [row[:4] for row in oracle(LATE_MERGE)["late"]] == [(4, 0, "k", 9500)]  # late by the spec
+
+
+def test_spark_native_ends_the_input_with_a_sentinel_row() -> None:
+    """Why the ``end`` item becomes a sentinel row, and what it gives: a query whose input stops
+    emits nothing of a session its watermark has not reached (it stays in the state); with the
+    sentinel (an event of its own key far enough ahead) the session comes out in the micro-batch
+    after the end's, the sentinel's own session is not reported, and the items after the end are
+    ``after_end`` error rows."""
     from pyspark.sql import functions as F
 
     from spark_impl.session import get_spark
@@ -110,8 +141,6 @@ def test_spark_native_declines_a_trace_with_an_end_and_spark_keeps_the_open_sess
 
     spark = get_spark()
     trace = _trace({"gap": GAP}, [[_e("a", 1000, 1)], []])
-    with_end = _trace({"gap": GAP}, [[_e("a", 1000, 1), Item("end")], []])
-    assert isinstance(answer(spark, with_end, validate_config(with_end.config)), Unsupported)
 
     def build(df: Any) -> Any:
         events = df.filter(F.col("kind") == "event").withColumn(TS, F.timestamp_millis("event_time"))
@@ -124,6 +153,13 @@ def test_spark_native_declines_a_trace_with_an_end_and_spark_keeps_the_open_sess
     run = run_trace(spark, trace, build)
     assert run.rows == []  # the session [1000, 2000) is never written ...
     assert state_rows(run.progress_of(1)) == 1  # ... it stays in the state after the last batch
+
+    with_end = _trace({"gap": GAP}, [[_e("a", 1000, 1), Item("end"), _e("a", 1500, 2)], []])
+    output = answer(spark, with_end, validate_config(with_end.config))
+    assert not isinstance(output, Unsupported), output
+    assert output["sessions"] == [(1, "a", 1000, 2000, 1, 1, "watermark")]
+    assert output["errors"] == [(0, 2, "after_end")]
+    assert [row[:3] for row in output["progress"]] == [(0, I64_MAX, 1), (1, I64_MAX, 0)]
 
 
 def test_spark_native_declines_times_beyond_sparks_timestamps() -> None:
