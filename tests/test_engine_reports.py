@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -102,6 +103,21 @@ def test_one_case_of_a_whole_runs_answers_is_checked_alone(capsys: pytest.Captur
     code = main(["--project", str(ROOT), "check", str(ROOT / "vectors"), "--case", case,
                  "--outputs", str(COMMITTED / "flink.jsonl.gz"), "--name", "flink"])  # fmt: skip
     assert code == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1].endswith(
-        ": 0 passed, 0 failed, 1 deviations, 0 unexpected passes, 0 skipped"
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .splitlines()[-1]
+        .endswith(": 0 passed, 0 failed, 1 deviations, 0 unexpected passes, 0 skipped")
     )
+
+
+def test_every_headline_example_is_an_entrys_smallest_case_shown_with_both_answers() -> None:
+    """Each case docs/conformance/README.md cites in its headline findings is the smallest case of
+    some expectation entry on examples.md, where both answers of the entry's table are shown."""
+    readme = (ROOT / "docs" / "conformance" / "README.md").read_text(encoding="utf-8")
+    findings = readme[readme.index("## Headline findings") : readme.index("## What was not compared")]
+    areas = "|".join(path.stem for path in (ROOT / "vectors" / "features").glob("*.jsonl"))
+    cited = set(re.findall(rf"`((?:{areas})/[^`]+)`", findings))
+    examples = (ROOT / "docs" / "conformance" / "examples.md").read_text(encoding="utf-8")
+    shown = set(re.findall(r"^`([^`]+)` \(\d+ items?\)", examples, flags=re.MULTILINE))
+    assert len(cited) >= 10 and cited <= shown, sorted(cited - shown)
