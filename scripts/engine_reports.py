@@ -240,10 +240,17 @@ def examples_page(summary: dict[str, Any], sizes: dict[str, int]) -> str:
         f"{EXAMPLE_ROWS} rows. Run it alone: `eventtime-conformance run vectors --case ID ...`.",
         "",
     ]
-    for engine, entry, case, alone in entry_examples(summary, sizes):
-        if engine not in answers:
-            path = OUT / "answers" / f"{engine}.jsonl.gz"
-            answers[engine] = read_outputs(path, vectors)[1] if path.is_file() else {}
+    chosen = entry_examples(summary, sizes)
+    for engine in dict.fromkeys(engine for engine, *_ in chosen):
+        path = OUT / "answers" / f"{engine}.jsonl.gz"
+        header, answers[engine] = read_outputs(path, vectors) if path.is_file() else ({}, {})
+        ran_with = {
+            **header.get("provenance", {}),
+            "command": header.get("command"),
+            "date": header.get("date"),
+        }
+        lines += [f"{engine} ran with: " + "; ".join(f"{k} {v}" for k, v in ran_with.items() if v) + ".", ""]
+    for engine, entry, case, alone in chosen:
         vector = by_id[case]
         table = str(entry["table"])
         columns = TABLES[vector.area][table]
