@@ -8,20 +8,45 @@ condition (the formulations of OXJ-R22):
 * tumbling x sliding: the key, R9's overlap of the left pane and the right event's union of
   sliding panes (computed columns), and the time range it implies, from which Spark learns when
   it may forget a row;
-* session x session: the key and ``|left time - right time| <= gap``.
+* session x session: Spark's sessions, joined. Each side is first aggregated by
+  ``groupBy(key, session_window(ts, gap))`` into one row per session holding its events
+  (``collect_list`` of their batch, seq, time and value); the two sides' session rows are joined
+  on the key and the overlap of their windows; each joined row is exploded into the cross
+  product of the two sessions' events, one pair per left event and right event (R15's what).
+
+Session x session, why this is R12 and R13 with the spec's gap unchanged: Spark's session covers
+``[first, last + gap)`` and two sessions that overlap or touch are merged. An event at ``t`` is
+the session ``[t, t + gap)``; it touches ``[first, last + gap)`` when ``t <= last + gap`` and
+``t + gap >= first``, which is R12's inclusive rule ``first - gap <= t <= last + gap``. So
+Spark's sessions of a key and side are R12's runs (times at most ``gap`` apart), with the same
+gap, no +1 or -1. R13 pairs sessions whose closed intervals ``[first, last + gap]`` intersect;
+Spark's window of a session has ``start = first`` and ``end = last + gap`` (its end is exclusive
+for Spark's own merging, but the join reads it as a value), so R13 is ``lw.start <= rw.end and
+rw.start <= lw.end``. The strict ``<`` would be the half-open windows' overlap and would miss
+R13's touching sessions (``a.last + gap = b.first``), so the join condition uses ``<=``.
+Spark derives no state bound from this condition (a session of the other side may close
+arbitrarily late and still overlap), so the join keeps every session row it has seen.
 
 The mapping, and why: Spark's watermark cannot be handed to a query, it is generated from the
 event times (OXJ-R22 item 1), so ``watermark`` items are read by nothing. Spark's delay is its
 "how late may data be" setting, the role ``allowed_lateness_ms`` plays here, so the delay is the
 allowed lateness: a tumbling row is then dropped when ``window end + lateness <= greatest event
-time``, R7's rule with the greatest event time (the minimum over the sides) as the watermark.
+time``, R7's rule with the greatest event time (the minimum over the sides) as the watermark;
+likewise Spark emits a session once ``last + gap + lateness <= greatest event time``, R14's
+closing rule with that watermark, and the join emits a pair of sessions in the micro-batch in
+which the later of the two is emitted (the earlier waits in the join's state).
 
-Tables: ``pairs`` from the joined rows (the emitting item is the later of the two events, the
-micro-batch's); ``late`` and ``errors`` stay empty (Spark drops late rows silently and has no
-error output: a row of another kind or side is not an input of the join, a null key or time
-never meets its condition); ``progress`` from the query's progress: Spark's watermark, the pairs
-so far and ``numRowsDroppedByWatermark`` so far; Spark counts neither the rows it took per side
-nor windows (only state rows), so those columns are null.
+Tables: ``pairs`` from the joined rows, ``batch`` the micro-batch that wrote the row; for the
+tumbling joins the emitting item is the later of the two events, the micro-batch's, and its
+``seq`` that event's; a session pair is emitted by Spark's watermark, which a micro-batch runs
+with from the micro-batches before it, not by any item of the micro-batch, so its ``seq`` is
+null. ``late`` and ``errors`` stay empty (Spark drops late rows silently and has no error
+output: a row of another kind or side is not an input of the join, a null key or time never
+meets its condition); ``progress`` from the query's progress: Spark's watermark, the pairs so
+far and ``numRowsDroppedByWatermark`` so far (for session x session the session aggregations'
+dropped events; the join drops no session row: a session emitted in a micro-batch ends after
+the watermark its rows are judged late by); Spark counts neither the rows it took per side nor
+windows (only state rows), so those columns are null.
 """
 
 from __future__ import annotations
@@ -110,12 +135,35 @@ def native_join(df: Any, config: StreamConfig) -> Any:
             & (F.col("lts") < F.col("rts") + reach)
         )
     else:
-        gap = F.expr(f"INTERVAL {config.gap_ms} MILLISECONDS")
-        left = side("left", F.col(TS).alias("lts"))
-        right = side("right", F.col(TS).alias("rts"))
-        condition = (F.col("lts") >= F.col("rts") - gap) & (F.col("lts") <= F.col("rts") + gap)
+        return _session_join(events, config)
     joined = left.join(right, (F.col("lk") == F.col("rk")) & condition, "inner")
     return joined.select(F.col("lk").alias("key"), "lb", "ls", "lt", "lv", "rb", "rs", "rt", "rv")
+
+
+def _session_join(events: Any, config: StreamConfig) -> Any:
+    """Each side's ``session_window`` sessions (one row each, with their events), joined on the
+    key and R13's closed overlap of ``[start, end]``, then one row per pair of their events."""
+    from pyspark.sql import functions as F
+
+    delay, gap = f"{config.allowed_lateness_ms} milliseconds", f"{config.gap_ms} milliseconds"
+
+    def sessions(name: str) -> Any:
+        p = name[0]
+        rows = events.filter(F.col("side") == name).withWatermark(TS, delay)
+        event = F.struct(*(F.col(c).alias(f"{p}{c[0]}") for c in ("batch", "seq", "time", "value")))
+        return (
+            rows.withColumn("time", F.col("event_time"))
+            .groupBy(F.col("key").alias(f"{p}k"), F.session_window(TS, gap).alias(f"{p}w"))
+            .agg(F.collect_list(event).alias(f"{p}e"))
+        )
+
+    left, right = sessions("left"), sessions("right")
+    overlap = (F.col("lw.start") <= F.col("rw.end")) & (F.col("rw.start") <= F.col("lw.end"))
+    joined = left.join(right, (F.col("lk") == F.col("rk")) & overlap, "inner")
+    pairs = joined.select("lk", F.explode("le").alias("l"), "re").select(
+        "lk", "l", F.explode("re").alias("r")
+    )
+    return pairs.select(F.col("lk").alias("key"), "l.*", "r.*")
 
 
 def emitting_seq(batch_id: int, row: dict[str, Any]) -> int | None:
@@ -133,7 +181,7 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
     pairs = [
         (
             b,
-            emitting_seq(b, r),
+            None if config.join == "session_session" else emitting_seq(b, r),
             r["key"],
             r["lb"],
             r["ls"],

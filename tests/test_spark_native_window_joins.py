@@ -116,3 +116,100 @@ def test_spark_native_a_delay_longer_than_a_spark_interval_is_declined_as_spark_
     late = Trace("window_joins", config, ((Item("event", side="left", key="k", event_time=0),),))
     [answer] = native.run([late])
     assert isinstance(answer, Unsupported) and "CANNOT_PARSE_INTERVAL" in str(answer)
+
+
+GAP = 10
+SIDES = ("left", "right")
+# session x session, delay (allowed lateness) 0: (side, key, time) per batch; value = the item's
+# place in the whole trace. Key q is the clock that moves Spark's watermark.
+SESSION_BATCHES: list[list[tuple[str, str, int]]] = [
+    [
+        ("left", "a", 100), ("right", "a", 105), ("left", "q", 100), ("right", "q", 100),
+        ("left", "t", 90), ("right", "t", 100), ("left", "n", 90), ("right", "n", 101),
+        ("left", "m", 100), ("left", "m", 120),
+    ],
+    [("right", "a", 112), ("left", "q", 115), ("right", "q", 115), ("left", "m", 110), ("right", "m", 125)],
+    [("right", "a", 121), ("left", "q", 125), ("right", "q", 125)],
+    [("right", "a", 131), ("left", "q", 135), ("right", "q", 135), ("left", "z", 100)],
+    [("left", "q", 145), ("right", "q", 145)],
+    [],
+]  # fmt: skip
+
+
+def session_trace() -> Trace:
+    values = iter(range(1000))
+    items = [
+        [Item("event", side=s, key=k, event_time=t, value=next(values)) for s, k, t in b]
+        for b in SESSION_BATCHES
+    ]
+    config = {"join": "session_session", "gap_ms": GAP}
+    return Trace("window_joins", config, tuple(map(tuple, items)))
+
+
+def session_spark_rule() -> tuple[list[tuple[int, str, int, int]], list[int], list[int]]:
+    """(micro-batch, key, left time, right time) of each pair, the watermark each micro-batch
+    reports and the rows each drops, from Spark's documented rules (docs/spark-facts.md): the
+    watermark as in ``spark_rule``; a row is dropped when ``time + gap`` is at or below the
+    previous micro-batch's watermark; a session covers ``[first, last + gap)`` and sessions that
+    overlap or touch merge, also with the sessions a side holds from earlier micro-batches; a
+    session is emitted in the first micro-batch whose watermark reaches its end; the join pairs a
+    left and a right session of a key whose ``[start, end]`` intersect (the module's condition),
+    in the micro-batch of the later of the two, one row per left event and right event."""
+    greatest: dict[str, int] = {}
+    ended_with, watermark = [], 0
+    for batch in SESSION_BATCHES:
+        for side, _, t in batch:
+            greatest[side] = max(greatest.get(side, t), t)
+        watermark = max(watermark, min(greatest.get(s, 0) for s in SIDES))
+        ended_with.append(watermark)
+    reported = [0, *ended_with[:-1]]
+    late_by = [0, *reported[:-1]]
+    held: dict[tuple[str, str], list[list[int]]] = {}  # (side, key) -> sessions as sorted times
+    emitted: list[tuple[int, str, str, list[int]]] = []  # (micro-batch, side, key, times)
+    dropped = [0] * len(SESSION_BATCHES)
+    for b, batch in enumerate(SESSION_BATCHES):
+        for side, key, t in batch:
+            if t + GAP <= late_by[b]:
+                dropped[b] += 1
+                continue
+            touching = [s for s in held.get((side, key), []) if s[0] <= t + GAP and t <= s[-1] + GAP]
+            rest = [s for s in held.get((side, key), []) if s not in touching]
+            held[(side, key)] = [*rest, sorted([t, *(u for s in touching for u in s)])]
+        for (side, key), sessions in held.items():
+            emitted += [(b, side, key, s) for s in sessions if s[-1] + GAP <= reported[b]]
+            held[(side, key)] = [s for s in sessions if s[-1] + GAP > reported[b]]
+    pairs = [
+        (max(lb, rb), lk, lt, rt)
+        for lb, ls, lk, a in emitted
+        if ls == "left"
+        for rb, rs, rk, c in emitted
+        if rs == "right" and lk == rk and a[0] <= c[-1] + GAP and c[0] <= a[-1] + GAP
+        for lt in a
+        for rt in c
+    ]
+    return pairs, reported, dropped
+
+
+@pytest.mark.clauses("OXJ-R22")
+def test_spark_native_session_join_pairs_sparks_sessions_as_sparks_rules_say(native: Any) -> None:
+    [output] = native.run([session_trace()])
+    pairs, reported, dropped = session_spark_rule()
+    assert sorted((r[0], r[2], r[5], r[9]) for r in output["pairs"]) == sorted(pairs)
+    assert {r[1] for r in output["pairs"]} == {None}  # Spark's watermark emits them, no item
+    # the rule's pairs, by hand: touching sessions pair (t) and sessions 1 ms apart do not (n);
+    # a bridging event merges two sessions (m); a session waits in the join's state for a
+    # partner that keeps growing (a); its events pair as a cross product
+    assert sorted(pairs) == [
+        (2, "q", 100, 100), (2, "t", 90, 100),
+        (4, "m", 100, 125), (4, "m", 110, 125), (4, "m", 120, 125),
+        (5, "a", 100, 105), (5, "a", 100, 112), (5, "a", 100, 121), (5, "a", 100, 131),
+    ]  # fmt: skip
+    places = [(b, s) for b, batch in enumerate(SESSION_BATCHES) for s in range(len(batch))]
+    values = {place: v for v, place in enumerate(places)}
+    for row in output["pairs"]:  # each event's own batch, seq and value
+        assert values[(row[3], row[4])] == row[6] and values[(row[7], row[8])] == row[10]
+    assert [r[1] for r in output["progress"]] == reported
+    assert [r[5] for r in output["progress"]] == [sum(dropped[: b + 1]) for b in range(len(SESSION_BATCHES))]
+    assert dropped == [0, 0, 0, 1, 0, 0]  # left z at 100: 100 + gap <= 120
+    assert [r[4] for r in output["progress"]] == [sum(1 for p in pairs if p[0] <= b) for b in range(6)]
+    assert output["late"] == [] and output["errors"] == []
