@@ -2,8 +2,15 @@
 
 Spark keeps one event-time watermark per query, so traces cannot share a query the way
 ``spark_impl`` multiplexes them: each trace is its own query, fed one trace batch per
-micro-batch by the ``trace`` source (micro-batch id = trace batch index, empty batches
-included), stopped and continued from its checkpoint after each ``restart_after`` batch.
+micro-batch by the ``trace`` source (empty batches included), stopped and continued from its
+checkpoint after each ``restart_after`` batch.
+
+Micro-batches and trace batches: a continued query first runs a micro-batch with no input
+(its watermark moved with the batch before the stop), and a query whose input has ended runs
+one more; so after a restart the micro-batch ids run ahead of the trace batches. ``NativeRun``
+maps them by the source's offsets: a micro-batch that read trace batch ``b`` is ``b``'s, a
+micro-batch without input counts with the trace batch read next (what it wrote is what the
+uninterrupted query writes with that batch), the last one with ``len(batches)``.
 
 An area module builds the query (``build(df)`` on the input rows, INPUT_SCHEMA columns of
 ``spark_impl.engine``) and maps what comes out to its tables: the rows each micro-batch
@@ -33,13 +40,64 @@ TIMESTAMP_LIMIT_MS = (2**63 - 1) // 1000
 
 @dataclass
 class NativeRun:
-    """What one trace's query wrote and reported."""
+    """What one trace's query wrote and reported, by micro-batch and by trace batch."""
 
     rows: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (micro-batch id, row)
     progress: list[dict[str, Any]] = field(default_factory=list)  # one per micro-batch, by batch id
 
+    def micro_progress(self, micro_batch: int) -> dict[str, Any] | None:
+        return next((p for p in self.progress if p.get("batchId") == micro_batch), None)
+
+    def micro_batch(self, batch: int) -> int | None:
+        """The id of the micro-batch that read trace batch ``batch``."""
+        return next((m for m, b in self._read().items() if b == batch), None)
+
+    def _read(self) -> dict[int, int]:
+        """Micro-batch id -> the trace batch it read, for the micro-batches that read one."""
+        return {
+            int(p["batchId"]): end - 1
+            for p in self.progress
+            if (end := _offset(p, "endOffset")) > _offset(p, "startOffset")
+        }
+
+    def trace_batch(self, micro_batch: int) -> int:
+        """The trace batch a micro-batch counts with: the one it read, or without input the one
+        read next (the number of trace batches after the last)."""
+        read = self._read()
+        if micro_batch in read:
+            return read[micro_batch]
+        later = [b for m, b in read.items() if m > micro_batch]
+        return min(later) if later else max(read.values(), default=-1) + 1
+
+    def batch_rows(self) -> list[tuple[int, dict[str, Any]]]:
+        """The rows, each with the trace batch it counts with."""
+        return [(self.trace_batch(m), row) for m, row in self.rows]
+
     def progress_of(self, batch: int) -> dict[str, Any] | None:
-        return next((p for p in self.progress if p.get("batchId") == batch), None)
+        """The progress of the micro-batch that read trace batch ``batch``."""
+        m = self.micro_batch(batch)
+        return None if m is None else self.micro_progress(m)
+
+    def progress_before(self, batch: int) -> dict[str, Any] | None:
+        """The progress of the micro-batch just before the one that read ``batch`` (None first)."""
+        m = self.micro_batch(batch)
+        return None if m is None else self.micro_progress(m - 1)
+
+    def progress_after(self, batch: int) -> dict[str, Any] | None:
+        """The progress of the micro-batch just after the one that read ``batch`` (None last)."""
+        m = self.micro_batch(batch)
+        return None if m is None else self.micro_progress(m + 1)
+
+
+def _offset(progress: dict[str, Any], which: str) -> int:
+    """The trace source's offset (trace batches delivered so far) a micro-batch started or ended at."""
+    import json
+
+    sources = progress.get("sources") or [{}]
+    value = sources[0].get(which)
+    if isinstance(value, str):
+        value = json.loads(value) if value not in ("", "null") else None
+    return int(value["batch"]) if isinstance(value, dict) else 0
 
 
 def watermark_ms(progress: dict[str, Any] | None) -> int | None:

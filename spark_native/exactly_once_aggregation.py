@@ -115,7 +115,7 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
     kind = config.aggregate
     run = run_trace(spark, trace, lambda df: native_query(df, config), output_mode="update")
     messages, aggregates = [], []
-    for b, row in run.rows:
+    for b, row in run.batch_rows():
         for m in row["taken"]:
             if m["batch"] == b:
                 messages.append(

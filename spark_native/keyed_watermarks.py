@@ -72,7 +72,7 @@ def query_watermarks(run: NativeRun, num_batches: int, delay_ms: int) -> list[in
     for k in range(num_batches):
         this = run.progress_of(k)
         seen = seen or event_time_seen(this)
-        nxt = run.progress_of(k + 1)
+        nxt = run.progress_after(k)
         if not seen:
             after.append(None)
         elif nxt is not None:
@@ -86,7 +86,7 @@ def query_watermarks(run: NativeRun, num_batches: int, delay_ms: int) -> list[in
 
 def late_events_watermark(run: NativeRun, batch: int) -> int:
     """The watermark micro-batch ``batch`` drops rows by: the previous micro-batch's (0 before)."""
-    return (watermark_ms(run.progress_of(batch - 1)) or 0) if batch >= 1 else 0
+    return watermark_ms(run.progress_before(batch)) or 0
 
 
 def build_query(delay_ms: int, window_size: int | None) -> Any:
@@ -149,7 +149,7 @@ def answer(spark: Any, trace: Trace, config: Any) -> Output | Unsupported:
     progress = [(b, wm, None, None, None, None, None, None, None) for b, wm in enumerate(after)]
     windows = [
         (b, r["key"], r["window_start"], r["window_end"], r["count"], r["sum"])
-        for b, r in run.rows
+        for b, r in run.batch_rows()
         if r["table"] == WINDOWS and b < len(trace.batches)
     ]
     return {EVENTS: event_rows, "progress": progress, WINDOWS: windows}

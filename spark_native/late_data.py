@@ -169,8 +169,9 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
     delay = spark_delay_ms(config)
     windows = []
     if config.window_size is not None:
-        for b, r in run.rows:
-            ran_with = watermark_ms(run.progress_of(b))
+        for m, r in run.rows:
+            b = run.trace_batch(m)
+            ran_with = watermark_ms(run.micro_progress(m))
             watermark = None if ran_with is None else ran_with + delay
             windows.append((b, None, r["source"], r["window_start"], r["window_end"], watermark, r["count"]))
     progress = []

@@ -205,7 +205,7 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
     run = run_trace(spark, spark_input(trace, config), build_query(config))
     sessions = [
         (b, r["key"], r["session_start"], r["session_end"], r["count"], r["sum"], CLOSED_BY)
-        for b, r in run.rows
+        for b, r in run.batch_rows()
         if r["key"] != SENTINEL_KEY
     ]
     progress = []

@@ -192,13 +192,13 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
             r["rt"],
             r["rv"],
         )
-        for b, r in run.rows
+        for b, r in run.batch_rows()
     ]
     progress = []
     emitted = dropped = 0
     for b in range(len(trace.batches)):
         report = run.progress_of(b)
-        emitted += sum(1 for row_batch, _ in run.rows if row_batch == b)
+        emitted += sum(1 for row in pairs if row[0] == b)
         dropped += dropped_by_watermark(report)
         progress.append((b, watermark_ms(report), None, None, emitted, dropped, None))
     tables = TABLES[AREA]
