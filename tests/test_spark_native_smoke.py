@@ -48,3 +48,24 @@ def test_spark_native_one_vector_per_area_passes_or_is_explained() -> None:
 
 
 _FINE = ("pass", "deviation", "declined", "adapter")
+
+
+def test_micro_batches_count_with_the_trace_batch_they_read() -> None:
+    """A query continued after trace batch 0 first runs a micro-batch without input (1), then reads
+    batch 1 as micro-batch 2 and batch 2 as 3, and ends with one more without input (4): the
+    progress Spark reported in such a run (offsets are the trace batches delivered so far)."""
+    from spark_native.common import NativeRun
+
+    offsets = [(None, 1), (1, 1), (1, 2), (2, 3), (3, 3)]
+    progress = [
+        {"batchId": m, "sources": [{"startOffset": None if s is None else f'{{"batch": {s}}}',
+                                    "endOffset": f'{{"batch": {e}}}'}]}
+        for m, (s, e) in enumerate(offsets)
+    ]  # fmt: skip
+    run = NativeRun(rows=[(m, {"m": m}) for m in range(5)], progress=progress)
+    assert [run.micro_batch(b) for b in range(3)] == [0, 2, 3]
+    assert [run.trace_batch(m) for m in range(5)] == [0, 1, 1, 2, 3]
+    assert [b for b, _ in run.batch_rows()] == [0, 1, 1, 2, 3]
+    assert [(run.progress_before(b) or {}).get("batchId") for b in range(3)] == [None, 1, 2]
+    assert [(run.progress_after(b) or {}).get("batchId") for b in range(3)] == [1, 3, 4]
+    assert (run.progress_of(1) or {}).get("batchId") == 2
