@@ -11,25 +11,35 @@ join, appended batch by batch:
   (the left pane start, the right event's union of sliding panes) and a time range of the two
   event times that the condition implies, from which Spark learns when it may forget rows; a
   sliding ``window()`` would give a pair once per shared pane, which Spark's join cannot de-duplicate;
-* session x session: an equi-join on the key with ``|left time - right time| <= gap``, the event
-  time range closest to R13; Spark has no sessions in a join.
+* session x session: Spark's sessions, joined (the spark-native engine's query,
+  ``spark_native.window_joins``): each side aggregated by ``groupBy(key, session_window(ts, gap))``
+  into one row per session holding its events, the two sides' session rows joined on the key and
+  the closed overlap of their windows (R13), each joined row expanded into the cross product of
+  the two sessions' events. An inner join only.
 
 What Spark should emit is derived here from Spark's documented rules (docs/spark-facts.md,
-"Spark's watermark"), never from a recorded Spark run (``SparkModel``): one watermark per query,
-the greatest event time of each input minus the delay, the minimum over the inputs (an input
-without rows counts as 0), never decreasing; micro-batch ``k`` evicts with the watermark computed
-from batches up to ``k - 1`` and drops rows as late with the previous micro-batch's, the one
-computed from batches up to ``k - 2`` (0 in the first two); a tumbling row is late when its window
-ends at or below it, a range row when its time is at or below it; a pair is emitted in the
-micro-batch of the second of its rows, and a left outer join emits an unmatched left row with
-NULLs in the first micro-batch whose eviction watermark reaches its window's end. The oracle
-runs the same events with watermark items equal to the watermark Spark judges lateness by
-(``oracle_output``), and each test asserts one difference of OXJ-R22 between the two.
+"Spark's watermark" and "Spark's own operators"), never from a recorded Spark run
+(``SparkModel``): one watermark per query, the greatest event time of each input minus the
+delay, the minimum over the inputs (an input without rows counts as 0), never decreasing;
+micro-batch ``k`` evicts with the watermark computed from batches up to ``k - 1`` and drops rows
+as late with the previous micro-batch's, the one computed from batches up to ``k - 2`` (0 in the
+first two); after the input one more micro-batch, without rows, runs when the watermark has
+moved. A tumbling row is late when its window ends at or below the late watermark, a range row
+when its time is at or below it, a session row when its own session ``[t, t + gap)`` ends at or
+below it. A pair of rows is emitted in the micro-batch of the second of them; a left outer join
+emits an unmatched left row with NULLs in the first micro-batch whose eviction watermark reaches
+its window's end. A session covers ``[first, last + gap)``; sessions of a key and side that
+overlap or touch merge, also with the sessions held from earlier micro-batches; a session is
+emitted in the first micro-batch whose eviction watermark reaches its end, and a pair of
+overlapping sessions in the micro-batch of the later of the two. The oracle runs the same events
+with watermark items equal to the watermark Spark judges lateness by (``oracle_output``), and
+each test asserts one difference of OXJ-R22 between the two.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,15 +92,20 @@ TS_BATCHES: list[list[tuple[str, str, int]]] = [
     [("left", "drive_l", 41_000), ("right", "drive_r", 41_000)],
 ]  # fmt: skip
 SS_BATCHES: list[list[tuple[str, str, int]]] = [
-    [("left", "drive_l", 5_000), ("right", "drive_r", 5_000)],
-    # one left session [10 s, 13 s] and one right [14.5 s, 14.5 s] on q: only 13 s is within the gap
+    # late 0, evicting 0: one left session [10 s, 15 s) and one right [14.5 s, 16.5 s) on q, two of
+    # the three left events more than the gap from the right one; z's right session [12 s, 14 s)
     [("left", "q", 10_000), ("left", "q", 11_500), ("left", "q", 13_000), ("right", "q", 14_500),
-     ("left", "drive_l", 16_000), ("right", "drive_r", 16_000)],
-    [("left", "drive_l", 20_000), ("right", "drive_r", 20_000)],
-    # late 15 s: z's left at 15 s is late for both; its right at 15.001 s for neither
-    [("left", "z", 15_000), ("right", "z", 15_001)],
-    # late 19 s: both q sessions (ends 15 s and 16.5 s) are closed here, so ours emits them now
-    [("right", "drive_r", 21_000)],
+     ("right", "z", 12_000), ("left", "drive_l", 16_000), ("right", "drive_r", 16_000)],
+    # late 0, evicting 15 s: q's left session and z's right one end; tail's end at 19.5 s and 20 s
+    [("left", "drive_l", 20_000), ("right", "drive_r", 20_000), ("left", "tail", 17_500),
+     ("right", "tail", 18_000)],
+    # late 15 s, evicting 19 s: z's left at 13.5 s is late here, not in Spark (15.5 s > 15 s), and
+    # joins 15.5 s into one session there; q's right session ends: Spark pairs q, no q row here
+    [("left", "z", 13_500), ("left", "z", 15_500)],
+    # late 19 s, evicting 19 s; the watermark moves to 21 s, so a micro-batch without rows follows,
+    # in which tail's sessions end; end's sessions end at 23.5 s and 23.6 s, after every watermark
+    [("left", "end", 21_500), ("right", "end", 21_600), ("left", "drive_l", 22_000),
+     ("right", "drive_r", 22_000)],
 ]  # fmt: skip
 
 
@@ -146,14 +161,29 @@ def sliding_reach(t: int, size: int, slide: int) -> tuple[int, int]:
 
 
 def joins(config: dict[str, Any], left: int, right: int) -> bool:
-    """The native query's join condition on two event times of one key."""
+    """The tumbling queries' join condition on two event times of one key."""
     if config["join"] == "tumbling_tumbling":
         return pane_start(left, config["size_ms"]) == pane_start(right, config["size_ms"])
-    if config["join"] == "tumbling_sliding":
-        start = pane_start(left, config["left_size_ms"])
-        lo, hi = sliding_reach(right, config["right_size_ms"], config["right_slide_ms"])
-        return start < hi and lo < start + config["left_size_ms"]
-    return abs(left - right) <= config["gap_ms"]
+    start = pane_start(left, config["left_size_ms"])
+    lo, hi = sliding_reach(right, config["right_size_ms"], config["right_slide_ms"])
+    return start < hi and lo < start + config["left_size_ms"]
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session Spark's aggregation emits: ``batch`` the micro-batch, ``events`` by time."""
+
+    batch: int
+    side: str
+    key: str
+    events: tuple[Event, ...]
+
+    @property
+    def start(self) -> int:
+        return self.events[0].time
+
+    def end(self, gap: int) -> int:
+        return self.events[-1].time + gap
 
 
 class SparkModel:
@@ -173,11 +203,17 @@ class SparkModel:
         self.ended_with = ended_with
         self.evicting = [0, *ended_with[:-1]]  # what a micro-batch's progress reports
         self.late_by = [0, *self.evicting[:-1]]
+        # every micro-batch's eviction watermark, with the one without rows that runs after the
+        # input when the watermark has moved
+        self.eviction = self.evicting + ([ended_with[-1]] if ended_with[-1] > self.evicting[-1] else [])
+        self.batches = batches
         self.events = [e for batch in batches for e in batch]
 
     def kept(self, e: Event) -> bool:
         if self.config["join"] == "tumbling_tumbling":  # the window column: its end decides
             return pane_start(e.time, self.config["size_ms"]) + self.config["size_ms"] > self.late_by[e.batch]
+        if self.config["join"] == "session_session":  # the row's own session [t, t + gap)
+            return e.time + self.config["gap_ms"] > self.late_by[e.batch]
         return e.time > self.late_by[e.batch]
 
     def dropped_per_batch(self) -> dict[int, int]:
@@ -189,21 +225,56 @@ class SparkModel:
     def unmatched_left(self) -> set[tuple[int, str, int]]:
         """A tumbling left outer join's rows with NULLs, (micro-batch, key, left value): each kept left
         row no kept right row matches, in the first micro-batch whose eviction watermark reaches its
-        window's end; after the input, one more micro-batch runs when the watermark has moved."""
+        window's end."""
         size = self.config["size_ms"]
-        evicting = [*self.evicting, self.ended_with[-1]]  # the last one: the micro-batch without data
         matched = {left for _, _, left, _ in self.pairs()}
         rows = set()
         for e in self.events:
             if e.side == "left" and self.kept(e) and e.value not in matched:
                 end = pane_start(e.time, size) + size
-                due = [k for k in range(e.batch, len(evicting)) if evicting[k] >= end]
-                if due and (due[0] < len(self.evicting) or evicting[-1] > self.evicting[-1]):
+                due = [k for k in range(e.batch, len(self.eviction)) if self.eviction[k] >= end]
+                if due:
                     rows.add((due[0], e.key, e.value))
         return rows
 
+    def sessions(self) -> list[Session]:
+        """The sessions Spark's aggregations emit: each micro-batch merges its kept rows with the
+        sessions held (``[first, last + gap)`` overlapping or touching), then emits the sessions
+        whose end its eviction watermark reaches. A session never reached is not listed."""
+        gap = self.config["gap_ms"]
+        held: dict[tuple[str, str], list[list[Event]]] = {}
+        emitted = []
+        for b, evicting in enumerate(self.eviction):
+            for e in self.batches[b] if b < len(self.batches) else []:
+                if not self.kept(e):
+                    continue
+                mine = held.get((e.side, e.key), [])
+                touching = [s for s in mine if s[0].time <= e.time + gap and e.time <= s[-1].time + gap]
+                merged = sorted([e, *(x for s in touching for x in s)], key=lambda x: (x.time, x.value))
+                held[(e.side, e.key)] = [s for s in mine if s not in touching] + [merged]
+            for (side, key), mine in held.items():
+                emitted += [Session(b, side, key, tuple(s)) for s in mine if s[-1].time + gap <= evicting]
+                held[(side, key)] = [s for s in mine if s[-1].time + gap > evicting]
+        return emitted
+
+    def session_pairs(self) -> set[tuple[int, str, int, int]]:
+        """Emitted left and right sessions of a key whose closed ``[start, end]`` intersect, in the
+        micro-batch of the later of the two: one pair per left event and right event."""
+        gap = self.config["gap_ms"]
+        emitted = self.sessions()
+        return {
+            (max(a.batch, c.batch), a.key, left.value, right.value)
+            for a in emitted if a.side == "left"
+            for c in emitted if c.side == "right"
+            if a.key == c.key and a.start <= c.end(gap) and c.start <= a.end(gap)
+            for left in a.events for right in c.events
+        }  # fmt: skip
+
     def pairs(self) -> set[tuple[int, str, int, int]]:
-        """(micro-batch, key, left value, right value): emitted when the second row arrives."""
+        """(micro-batch, key, left value, right value): for the tumbling joins emitted when the
+        second row arrives, for sessions by ``session_pairs``."""
+        if self.config["join"] == "session_session":
+            return self.session_pairs()
         kept = [e for e in self.events if self.kept(e)]
         return {
             (max(left.batch, right.batch), left.key, left.value, right.value)
@@ -261,13 +332,23 @@ class NativeRun:
 
 def native_join(df: Any, config: dict[str, Any], delay_ms: int = DELAY_MS, how: str = "inner") -> Any:
     """Spark's join (``how``) of the ``left`` and ``right`` rows of ``df`` (columns side, key,
-    event_time in ms, value) for the join ``config`` names: rows (key, lv, rv). bench/window_joins.py
-    runs it too."""
+    event_time in ms, value; for sessions also batch and seq) for the join ``config`` names: rows
+    (key, lv, rv). bench/window_joins.py runs it too. Session x session is the spark-native
+    engine's query, an inner join only."""
     from pyspark.sql import functions as F
 
-    events = df.withColumn("ts", F.timestamp_millis("event_time"))
+    from spark_impl.window_joins import StreamConfig
+    from spark_native.common import TS
+    from spark_native.window_joins import session_join
+
+    events = df.withColumn(TS, F.timestamp_millis("event_time"))
+    if config["join"] == "session_session":
+        if how != "inner":
+            raise ValueError(f"Spark's session x session join is an inner join only, not {how!r}")
+        native = StreamConfig("session_session", gap_ms=config["gap_ms"], allowed_lateness_ms=delay_ms)
+        return session_join(events, native).select("key", "lv", "rv")
     delay = f"{delay_ms} milliseconds"
-    inputs = {s: events.filter(F.col("side") == s).withWatermark("ts", delay) for s in SIDES}
+    inputs = {s: events.filter(F.col("side") == s).withWatermark(TS, delay) for s in SIDES}
 
     def named(side: str, *extra: Any) -> Any:
         p = side[0]
@@ -278,16 +359,16 @@ def native_join(df: Any, config: dict[str, Any], delay_ms: int = DELAY_MS, how: 
     t = F.col("event_time")
     if config["join"] == "tumbling_tumbling":
         size = f"{config['size_ms']} milliseconds"
-        left = named("left", F.window("ts", size).alias("lw"))
-        right = named("right", F.window("ts", size).alias("rw"))
+        left = named("left", F.window(TS, size).alias("lw"))
+        right = named("right", F.window(TS, size).alias("rw"))
         condition = F.col("lw") == F.col("rw")
-    elif config["join"] == "tumbling_sliding":
+    else:
         width, size, slide = config["left_size_ms"], config["right_size_ms"], config["right_slide_ms"]
-        left = named("left", F.col("ts").alias("lts"), (t - F.pmod(t, F.lit(width))).alias("start"))
+        left = named("left", F.col(TS).alias("lts"), (t - F.pmod(t, F.lit(width))).alias("start"))
         lo = t - F.lit(size) - F.pmod(t - F.lit(size), F.lit(slide)) + F.lit(slide)
         right = named(
             "right",
-            F.col("ts").alias("rts"),
+            F.col(TS).alias("rts"),
             lo.alias("lo"),
             (t - F.pmod(t, F.lit(slide)) + size).alias("hi"),
         )
@@ -296,11 +377,6 @@ def native_join(df: Any, config: dict[str, Any], delay_ms: int = DELAY_MS, how: 
             (F.col("start") < F.col("hi")) & (F.col("lo") < F.col("start") + F.lit(width))
             & (F.col("lts") > F.col("rts") - reach) & (F.col("lts") < F.col("rts") + reach)
         )  # fmt: skip
-    else:
-        gap = F.expr(f"INTERVAL {config['gap_ms']} MILLISECONDS")
-        left = named("left", F.col("ts").alias("lts"))
-        right = named("right", F.col("ts").alias("rts"))
-        condition = (F.col("lts") >= F.col("rts") - gap) & (F.col("lts") <= F.col("rts") + gap)
     joined = left.join(right, (F.col("lk") == F.col("rk")) & condition, how)
     return joined.select(F.col("lk").alias("key"), "lv", "rv")
 
@@ -510,41 +586,84 @@ def test_spark_sliding_join_has_each_pair_once(sliding: NativeRun) -> None:
 # ---- session x session -----------------------------------------------------------------------
 
 
-@pytest.mark.clauses("OXJ-R22", "OXJ-R12", "OXJ-R13")
-def test_spark_range_join_pairs_only_events_within_the_gap(sessions: NativeRun) -> None:
-    """q's left session [10 s, 13 s] overlaps the right one at 14.5 s: ours pairs its three left
-    events with the right one; Spark's range join only the left event at 13 s, within the gap."""
+def _keyed(pairs: set[tuple[int, str, int, int]], keys: set[str]) -> set[tuple[str, int, int]]:
+    return {(k, lv, rv) for _, k, lv, rv in pairs if k in keys}
+
+
+def _late_here_and_dropped(run: NativeRun) -> tuple[Counter[tuple[int, str, str, int]], set[str]]:
+    """The events ours reports late given Spark's late watermark, (batch, side, key, time), and the
+    keys of which ours and Spark keep the same events (asserting Spark drops only events late here)."""
+    model = run.model
+    ours = oracle_output(SS, run.batches, model.late_by)
+    late_here = Counter((row[0], row[2], row[3], row[4]) for row in ours["late"])
+    dropped = Counter((e.batch, e.side, e.key, e.time) for e in model.events if not model.kept(e))
+    assert dropped <= late_here
+    differ = {key for _, _, key, _ in late_here - dropped}
+    return late_here, {e.key for e in model.events} - differ
+
+
+@pytest.mark.clauses("OXJ-R22", "OXJ-R12", "OXJ-R13", "OXJ-R14")
+def test_spark_session_join_pairs_the_same_sessions_but_drops_fewer_events(sessions: NativeRun) -> None:
+    """Given watermark items equal to the watermark Spark drops rows by, and a last one at the
+    watermark Spark ends with: Spark drops only events ours reports late, and on the keys where
+    the two keep the same events Spark pairs what ours pairs, a session's every event (q's three
+    left events pair with the right one, two of them more than the gap away). z's left event at
+    13.5 s is late here (the watermark is 15 s) but its own session ends at 15.5 s, after it: in
+    Spark it joins z's left event at 15.5 s into one session, which overlaps z's right session
+    [12 s, 14 s], and both pair; here neither does."""
+    model = sessions.model
+    ours = oracle_output(SS, sessions.batches, model.late_by, final=model.eviction[-1])
+    late_here, same = _late_here_and_dropped(sessions)
+    assert "q" in same and _keyed(sessions.pairs, same) == _keyed(oracle_pairs(ours), same)
     lefts, [right] = _by_key(sessions, "q", "left"), _by_key(sessions, "q", "right")
-    near = [e for e in lefts if abs(e.time - right.time) <= SS["gap_ms"]]
-    assert len(lefts) == 3 and len(near) == 1
-    assert values(sessions.pairs, "q") == {(near[0].value, right.value)}
-    ours = oracle_output(SS, sessions.batches, sessions.model.late_by, final=I64_MAX)
-    assert values(oracle_pairs(ours), "q") == {(e.value, right.value) for e in lefts}
-    # every pair of Spark's is one of ours; ours has more only for events further apart than the gap
-    events = {e.value: e for batch in sessions.batches for e in batch}
-    assert values(sessions.pairs) <= values(oracle_pairs(ours))
-    for lv, rv in values(oracle_pairs(ours)) - values(sessions.pairs):
-        assert abs(events[lv].time - events[rv].time) > SS["gap_ms"]
+    assert values(sessions.pairs, "q") == {(e.value, right.value) for e in lefts}
+    assert len([e for e in lefts if abs(e.time - right.time) > SS["gap_ms"]]) == 2
+    # z: late here, kept and paired in Spark
+    z_lefts, [z_right] = _by_key(sessions, "z", "left"), _by_key(sessions, "z", "right")
+    [bridge] = [e for e in z_lefts if e.time == 13_500]
+    assert model.late_by[bridge.batch] == 15_000 and late_here[(2, "left", "z", 13_500)] == 1
+    assert model.kept(bridge) and bridge.time + SS["gap_ms"] > model.late_by[bridge.batch]
+    assert values(sessions.pairs, "z") == {(e.value, z_right.value) for e in z_lefts}
+    assert not values(oracle_pairs(ours), "z") and "z" not in same
 
 
 @pytest.mark.clauses("OXJ-R22", "OXJ-R14", "OXJ-R15")
-def test_spark_range_join_emits_session_pairs_on_arrival(sessions: NativeRun) -> None:
-    """Spark emits q's pair in batch 1, with its second event; ours when both sessions have closed:
-    at batch 4's watermark item (19 s >= 16.5 s, the right session's end). Lateness agrees: an
-    event at or below the watermark (z's left at 15 s in batch 3) is late in both."""
-    assert {b for b, k, *_ in sessions.pairs if k == "q"} == {1}
-    ours = oracle_output(SS, sessions.batches, sessions.model.late_by)
-    assert {row[0] for row in ours["pairs"] if row[2] == "q"} == {4}
-    assert [(row[0], row[2]) for row in ours["late"] if row[3] == "z"] == [(3, "left")]
-    [z_left] = _by_key(sessions, "z", "left")
-    assert not sessions.model.kept(z_left) and not values(sessions.pairs, "z")
-    late_per_batch = dict.fromkeys(range(len(sessions.batches)), 0)
-    for row in ours["late"]:
-        late_per_batch[row[0]] += 1
-    assert late_per_batch == sessions.dropped
-    spark_batch = {(lv, rv): b for b, _, lv, rv in sessions.pairs}
-    final = oracle_output(SS, sessions.batches, sessions.model.late_by, final=I64_MAX)
-    assert all(b >= spark_batch[(lv, rv)] for b, _, lv, rv in oracle_pairs(final) if (lv, rv) in spark_batch)
+def test_spark_emits_session_pairs_by_its_own_watermark_only(sessions: NativeRun) -> None:
+    """q's sessions end at 15 s and 16.5 s (all four events in batch 0): Spark's eviction watermark
+    first reaches 16.5 s in batch 2 (19 s, from batch 1's events), which has no q row; ours emits
+    q's pairs at batch 3's watermark item (19 s; batch 2's, 15 s, closes only the left session).
+    tail's sessions end at 19.5 s and 20 s: Spark emits them in the micro-batch without rows that
+    follows the input (21 s); ours at the last watermark item. end's sessions (23.5 s, 23.6 s) are
+    past every watermark Spark computes from event times: ours emits them at an i64-max watermark
+    item, Spark never, and so for every pair Spark does not emit."""
+    model, gap, n = sessions.model, SS["gap_ms"], len(sessions.batches)
+    ours = oracle_output(SS, sessions.batches, model.late_by, final=I64_MAX)
+    final_item = (n - 1, len(sessions.batches[-1]) + 1)  # after the head watermark item and the events
+
+    def spark_batches(key: str) -> set[int]:
+        return {b for b, k, _, _ in sessions.pairs if k == key}
+
+    def our_items(key: str) -> set[tuple[int, int]]:
+        return {(row[0], row[1]) for row in ours["pairs"] if row[2] == key}
+
+    def later_end(key: str) -> int:
+        return max(max(e.time for e in _by_key(sessions, key, side)) + gap for side in SIDES)
+
+    q_end = later_end("q")
+    assert q_end == 16_500 and {e.batch for side in SIDES for e in _by_key(sessions, "q", side)} == {0}
+    assert model.eviction[1] < q_end <= model.eviction[2] and spark_batches("q") == {2}
+    assert all(e.key != "q" for e in sessions.batches[2])
+    assert model.late_by[2] < q_end <= model.late_by[3] and our_items("q") == {(3, 0)}  # the item
+    tail_end = later_end("tail")
+    assert model.eviction[n - 1] < tail_end <= model.eviction[n] and spark_batches("tail") == {n}
+    assert our_items("tail") == {final_item}
+    assert later_end("end") > model.eviction[-1] and not spark_batches("end")
+    assert our_items("end") == {final_item}
+    # on the keys both keep alike, every pair Spark never emits is one only the i64-max item closes
+    _, same = _late_here_and_dropped(sessions)
+    spark = values(sessions.pairs)
+    missed = {(row[0], row[1]) for row in ours["pairs"] if row[2] in same and (row[6], row[10]) not in spark}
+    assert missed == {final_item}
 
 
 # ---- time granularity ------------------------------------------------------------------------

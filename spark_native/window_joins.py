@@ -135,12 +135,12 @@ def native_join(df: Any, config: StreamConfig) -> Any:
             & (F.col("lts") < F.col("rts") + reach)
         )
     else:
-        return _session_join(events, config)
+        return session_join(events, config)
     joined = left.join(right, (F.col("lk") == F.col("rk")) & condition, "inner")
     return joined.select(F.col("lk").alias("key"), "lb", "ls", "lt", "lv", "rb", "rs", "rt", "rv")
 
 
-def _session_join(events: Any, config: StreamConfig) -> Any:
+def session_join(events: Any, config: StreamConfig) -> Any:
     """Each side's ``session_window`` sessions (one row each, with their events), joined on the
     key and R13's closed overlap of ``[start, end]``, then one row per pair of their events."""
     from pyspark.sql import functions as F
