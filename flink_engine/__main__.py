@@ -22,10 +22,12 @@ AREAS: dict[str, ModuleType] = {
     "keyed_watermarks": keyed_watermarks,
 }
 DECLINED = {
-    "partitioned_watermarks": "Flink combines split watermarks inside its sources; idleness is wall-clock "
-    "(with_idleness), not the trace's explicit idle/active items (F064)",
-    "watermark_propagation": "Flink's watermark generation is periodic or per record and not given per node "
-    "as the trace's watermark items (OXW); alignment pauses sources by wall clock",
+    "partitioned_watermarks": "the trace's explicit idle/active items need a watermark generator of one's "
+    "own, which PyFlink cannot give a job (a Python one is a py4j proxy Flink cannot serialize); the "
+    "built-in generators mark a split idle only after a wall-clock timeout (with_idleness) (F064)",
+    "watermark_propagation": "the trace's per-node watermark items need a watermark generator of one's own, "
+    "which PyFlink cannot give a job (a Python one is a py4j proxy Flink cannot serialize); the built-in "
+    "ones are periodic or per record, and alignment pauses sources by wall clock (OXW)",
     "exactly_once_aggregation": "Flink SQL keeps the first row per (producer, sequence) with no bound but a "
     "wall-clock state TTL, not a window of recent sequences per channel with an outside_window verdict "
     "(OXE-R2); its exactly-once is a checkpoint mode, not about re-delivered messages (OXE)",
