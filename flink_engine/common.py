@@ -49,6 +49,19 @@ def case_watermark(flink_watermark: int, base: int) -> int | None:
     return from_flink(flink_watermark) - base
 
 
+def case_watermark_or_end(flink_watermark: int, base: int) -> int | None:
+    """``case_watermark``, except that the case's end item (a watermark at END_OFFSET or above)
+    stands for the top of time."""
+    if flink_watermark >= base + END_OFFSET:
+        return I64_MAX
+    return case_watermark(flink_watermark, base)
+
+
+def observed_source(env: Any, t_env: Any, rows: list[Row]) -> Any:
+    """The source of ``rows`` with its watermark, each record tagged with the watermark it met."""
+    return source_with_watermark(env, t_env, rows).process(observe_watermark(), output_type=observed_type())
+
+
 def log(message: str) -> None:
     print(f"[flink_engine] {message}", file=sys.stderr, flush=True)
 

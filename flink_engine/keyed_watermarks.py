@@ -53,18 +53,24 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
         config, window_size = config_from_trace(case.get("config", {}))
     except InvalidConfig as error:
         return {"id": case["id"], "error": {"type": "InvalidConfig", "message": str(error)}}
-    events = []  # what Flink is given: events with a key and a time, and the end of the input
+    base = common.case_base(index) // (window_size or 1) * (window_size or 1)  # windows stay on the grid
+    prepared = Prepared(case["id"], index, base, window_size, len(case["batches"]))
+    times, ended = [], False  # Flink is given the events with a key and a time, and the end of the input
     for b, batch in enumerate(case["batches"]):
         for seq, item in enumerate(batch):
-            if item.get("kind") == "end":
-                events.append((b, seq, item))
+            if ended:
                 break
-            if item.get("kind") == "event" and None not in (item.get("key"), item.get("event_time")):
-                events.append((b, seq, item))
-        else:
-            continue
-        break
-    times = [item["event_time"] for _, _, item in events if item["kind"] == "event"]
+            if item.get("kind") == "end":  # a watermark above all of the case's times fires the rest
+                end = base + common.END_OFFSET
+                prepared.rows.append(("end", index, b, seq, "", end, end, 0, ""))
+                ended = True
+            elif item.get("kind") == "event" and None not in (item.get("key"), item.get("event_time")):
+                times.append(item["event_time"])
+                t = base + item["event_time"]
+                wm = common.to_flink(t - config.bounded_delay)  # Flink's bounded-out-of-orderness watermark
+                key = f"{index}:{item['key']}"
+                prepared.rows.append(("event", index, b, seq, key, t, wm, item.get("value", 0), ""))
+        prepared.rows.append(("mark", index, b, -1, "", 0, 0, 0, ""))  # reads the watermark after batch b
     if not common.fits(config.bounded_delay, window_size, *times):
         return {
             "id": case["id"],
@@ -73,24 +79,6 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
                 "stretch of Flink event time, so the i64 ends of TR-2 are out of reach"
             ),
         }
-    base = common.case_base(index) // (window_size or 1) * (window_size or 1)  # windows stay on the grid
-    prepared = Prepared(case["id"], index, base, window_size, len(case["batches"]))
-    by_batch: dict[int, list[tuple[int, dict[str, Any]]]] = {}
-    for b, seq, item in events:
-        by_batch.setdefault(b, []).append((seq, item))
-    for b in range(len(case["batches"])):
-        for seq, item in by_batch.get(b, []):
-            if (
-                item["kind"] == "end"
-            ):  # the input ends: a watermark above all of the case's times fires the rest
-                end = base + common.END_OFFSET
-                prepared.rows.append(("end", index, b, seq, "", end, end, 0, ""))
-                continue
-            t = base + item["event_time"]
-            wm = common.to_flink(t - config.bounded_delay)  # Flink's bounded-out-of-orderness watermark
-            value = item.get("value", 0)
-            prepared.rows.append(("event", index, b, seq, f"{index}:{item['key']}", t, wm, value, ""))
-        prepared.rows.append(("mark", index, b, -1, "", 0, 0, 0, ""))  # reads the watermark after batch b
     return prepared
 
 
@@ -102,9 +90,7 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     from pyflink.datastream.window import TumblingEventTimeWindows
 
     rows = [row for case in cases for row in case.rows]
-    observed = common.source_with_watermark(env, t_env, rows).process(
-        common.observe_watermark(), output_type=common.observed_type()
-    )
+    observed = common.observed_source(env, t_env, rows)
     events = observed.filter(lambda r: r[0] == "event")
     outputs = [
         common.marks(observed),
@@ -145,13 +131,6 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     return outputs
 
 
-def _spec_watermark(flink_watermark: int, base: int) -> int | None:
-    """The case's watermark from Flink's; the case's end item stands for the top of time."""
-    if flink_watermark >= base + common.END_OFFSET:
-        return common.I64_MAX
-    return common.case_watermark(flink_watermark, base)
-
-
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
     base = case.base
     after_batch = {r["batch"]: r["wm"] for r in records if r["t"] == "mark"}
@@ -163,7 +142,7 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         _, _, b, seq, key, t, _, _, _ = row
         verdict = "late" if (b, seq) in late else "on_time"
-        watermark = _spec_watermark(met[(b, seq)], base)
+        watermark = common.case_watermark_or_end(met[(b, seq)], base)
         events.append([b, seq, key.split(":", 1)[1], t - base, watermark, verdict])
     windows = []
     for r in records:
@@ -175,7 +154,7 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
         key = r["key"].split(":", 1)[1]
         windows.append([fired, key, r["start"] - base, r["end"] - base, r["count"], r["sum"]])
     progress = [
-        [b, _spec_watermark(after_batch[b], base), None, None, None, None, None, None, None]
+        [b, common.case_watermark_or_end(after_batch[b], base), None, None, None, None, None, None, None]
         for b in range(case.batches)
     ]
     return {"id": case.case_id, "tables": {"events": events, "progress": progress, "windows": windows}}

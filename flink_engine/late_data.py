@@ -141,9 +141,7 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     from pyflink.datastream.window import TumblingEventTimeWindows
 
     rows = [row for case in cases for row in case.rows]
-    observed = common.source_with_watermark(env, t_env, rows).process(
-        common.observe_watermark(), output_type=common.observed_type()
-    )
+    observed = common.observed_source(env, t_env, rows)
 
     class EmitWindow(ProcessWindowFunction):
         def process(self, key: str, context: Any, elements: Any) -> Any:

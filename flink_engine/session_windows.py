@@ -95,9 +95,7 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     from pyflink.datastream.window import EventTimeSessionWindows, SessionWindowTimeGapExtractor
 
     rows = [row for case in cases for row in case.rows]
-    observed = common.source_with_watermark(env, t_env, rows).process(
-        common.observe_watermark(), output_type=common.observed_type()
-    )
+    observed = common.observed_source(env, t_env, rows)
 
     class GapOfCase(SessionWindowTimeGapExtractor):
         def extract(self, element: Any) -> int:
@@ -132,13 +130,6 @@ def build(env: Any, t_env: Any, cases: list[Prepared]) -> list[Any]:
     return outputs
 
 
-def _relative(flink_watermark: int, base: int) -> int | None:
-    """The spec's watermark of the case, from Flink's; the case's end item stands for the top of time."""
-    if flink_watermark >= base + common.END_OFFSET:
-        return common.I64_MAX  # the case's end item (F017E-R23)
-    return common.case_watermark(flink_watermark, base)
-
-
 def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
     base = common.case_base(case.index)
     after_batch: dict[int, int] = {}
@@ -161,13 +152,22 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
         elif r["t"] == "late":
             late_by_batch[r["batch"]] += 1
             key = r["key"].split(":", 1)[1]
-            late.append([r["batch"], r["seq"], key, r["ts"] - base, _relative(r["wm"], base), verdict])
+            late.append(
+                [
+                    r["batch"],
+                    r["seq"],
+                    key,
+                    r["ts"] - base,
+                    common.case_watermark_or_end(r["wm"], base),
+                    verdict,
+                ]
+            )
     progress = []
     closed = late_count = 0
     for b in range(case.batches):
         closed += closed_by_batch[b]
         late_count += late_by_batch[b]
-        progress.append([b, _relative(after_batch[b], base), None, closed, 0, late_count])
+        progress.append([b, common.case_watermark_or_end(after_batch[b], base), None, closed, 0, late_count])
     tables = {
         "sessions": sessions,
         "late": late,
