@@ -146,11 +146,9 @@ def share_table(summary: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def vector_sizes() -> dict[str, int]:
-    """Each committed vector's number of trace items, by case id: the smallest shows a rule best."""
-    from harness.vectors import read_vectors
-
-    return {v.id: sum(len(b) for b in v.trace.batches) for v in read_vectors([ROOT / "vectors"]).vectors}
+def vector_sizes(vectors: Any) -> dict[str, int]:
+    """Each vector's number of trace items, by case id: the smallest shows a rule best."""
+    return {v.id: sum(len(b) for b in v.trace.batches) for v in vectors.vectors}
 
 
 def deviation_table(summary: dict[str, Any], sizes: dict[str, int]) -> list[str]:
@@ -220,13 +218,12 @@ def _rows_table(columns: tuple[str, ...], rows: list[Any]) -> list[str]:
     return out
 
 
-def examples_page(summary: dict[str, Any], sizes: dict[str, int]) -> str:
+def examples_page(summary: dict[str, Any], vectors: Any, sizes: dict[str, int]) -> str:
     """docs/conformance/examples.md: every deviation entry with its smallest case and both answers
     of the entry's table, the oracle's and the engine's, read from the committed files."""
     from harness.outputs import TABLES
-    from harness.vectors import read_outputs, read_vectors
+    from harness.vectors import read_outputs
 
-    vectors = read_vectors([ROOT / "vectors"])
     by_id = {v.id: v for v in vectors.vectors}
     answers: dict[str, dict[str, Any]] = {}
     lines = [
@@ -304,6 +301,10 @@ def declined_table(summary: dict[str, Any]) -> list[str]:
 
 def write_docs(summary: dict[str, Any]) -> None:
     from harness.reports import html, markdown
+    from harness.vectors import read_vectors
+
+    vectors = read_vectors([ROOT / "vectors"])  # the committed vectors, read once for both pages
+    sizes = vector_sizes(vectors)
 
     OUT.mkdir(parents=True, exist_ok=True)
     # the cells keep their counts (the rows); the listings keep the cases worth reading: what
@@ -313,9 +314,7 @@ def write_docs(summary: dict[str, Any]) -> None:
     (OUT / "matrix.html").write_text(html(pages), encoding="utf-8")
     text = markdown(pages)
     head, _, rest = text.partition("\n## ")
-    tables = "\n".join(
-        [*share_table(summary), *deviation_table(summary, vector_sizes()), *declined_table(summary)]
-    )
+    tables = "\n".join([*share_table(summary), *deviation_table(summary, sizes), *declined_table(summary)])
     (OUT / "summary.md").write_text(f"{head}\n{tables}\n## {rest}", encoding="utf-8")
     # every engine's raw answers beside the pages: a reader checks a cell without running anything
     (OUT / "answers").mkdir(exist_ok=True)
@@ -323,7 +322,7 @@ def write_docs(summary: dict[str, Any]) -> None:
         source = answers_file(engine["id"])
         if source.is_file():
             shutil.copyfile(source, OUT / "answers" / f"{engine['id']}.jsonl.gz")
-    (OUT / "examples.md").write_text(examples_page(summary, vector_sizes()), encoding="utf-8")
+    (OUT / "examples.md").write_text(examples_page(summary, vectors, sizes), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
