@@ -21,6 +21,7 @@ watermark it ran with and its stateful operators' counters).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import shutil
 import tempfile
@@ -50,8 +51,9 @@ class NativeRun:
 
     def micro_batch(self, batch: int) -> int | None:
         """The id of the micro-batch that read trace batch ``batch``."""
-        return next((m for m, b in self._read().items() if b == batch), None)
+        return next((m for m, b in self._read.items() if b == batch), None)
 
+    @functools.cached_property
     def _read(self) -> dict[int, int]:
         """Micro-batch id -> the trace batch it read, for the micro-batches that read one."""
         return {
@@ -63,7 +65,7 @@ class NativeRun:
     def trace_batch(self, micro_batch: int) -> int:
         """The trace batch a micro-batch counts with: the one it read, or without input the one
         read next (the number of trace batches after the last)."""
-        read = self._read()
+        read = self._read
         if micro_batch in read:
             return read[micro_batch]
         later = [b for m, b in read.items() if m > micro_batch]
