@@ -73,10 +73,13 @@ PLACEHOLDER_REASON = "TODO: say why this engine deviates, and link the issue"
 #: per area, the tables that carry its results: an engine that answers the area must show each
 #: of them (a column at least), so an engine that loses results cannot pass by showing less.
 #: Not required: progress (counters), errors, and the tables of an operator's own bookkeeping
-#: (keys: a key's tracked watermark; timers: pending timers; streams: per-stream counters).
+#: (keys: a key's tracked watermark; timers: pending timers; streams: per-stream counters;
+#: partitions and sources: each partition's and source's tracked watermark and state). The
+#: per-partition tracker's result is the combined watermark downstream operators read, which
+#: progress carries batch by batch, so there progress is the result table.
 RESULT_TABLES: dict[str, tuple[str, ...]] = {
     "keyed_watermarks": ("events", "windows"),
-    "partitioned_watermarks": ("partitions", "sources"),
+    "partitioned_watermarks": ("progress",),
     "session_windows": ("sessions", "late"),
     "watermark_propagation": ("generated", "watermarks", "violations"),
     "late_data": ("events", "side_outputs", "windows"),

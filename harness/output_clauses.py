@@ -119,7 +119,7 @@ SHOWN: dict[str, AreaClauses] = {
                 rows=("F064-R21",),
                 columns={
                     # R20: one evaluation per step, so a step's intermediate candidates never count
-                    "combined_watermark": ("F064-R6", "F064-R7", "F064-R8", "F064-R20"),
+                    "combined_watermark": ("F064-R6", "F064-R7", "F064-R8", "F064-R13", "F064-R20"),
                     "total_partitions": ("F064-R2", "F064-R12", "F064-R13", "F064-R16"),
                     "active_partitions": (
                         "F064-R3", "F064-R4", "F064-R9", "F064-R10", "F064-R11", "F064-R16",

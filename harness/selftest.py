@@ -75,6 +75,8 @@ PLANTED: tuple[PlantedBug, ...] = (
                _bump("bounded_delay", -1)),
     PlantedBug("keyed_watermarks", "a window's end one ms late", _bump("window_size", 1)),
     PlantedBug("partitioned_watermarks", "a partition idle one ms late", _bump("idle_timeout", 1)),
+    PlantedBug("partitioned_watermarks", "an event's partition watermark one ms behind",
+               _bump("max_lateness", 1)),
     PlantedBug("session_windows", "an event one ms past the gap still joins the session", _bump("gap", 1)),
     PlantedBug("session_windows", "the watermark one ms behind", _bump("bounded_delay", 1)),
     PlantedBug("watermark_propagation", "the generated watermark one ms behind",
