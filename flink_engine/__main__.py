@@ -12,7 +12,15 @@ import time
 from types import ModuleType
 from typing import Any
 
-from flink_engine import common, eventtime_buffer, keyed_watermarks, late_data, session_windows, window_joins
+from flink_engine import (
+    common,
+    eventtime_buffer,
+    keyed_watermarks,
+    late_data,
+    partitioned_watermarks,
+    session_windows,
+    window_joins,
+)
 
 AREAS: dict[str, ModuleType] = {
     "session_windows": session_windows,
@@ -20,14 +28,13 @@ AREAS: dict[str, ModuleType] = {
     "window_joins": window_joins,
     "eventtime_buffer": eventtime_buffer,
     "keyed_watermarks": keyed_watermarks,
+    "partitioned_watermarks": partitioned_watermarks,
 }
 DECLINED = {
-    "partitioned_watermarks": "the trace's explicit idle/active items need a watermark generator of one's "
-    "own, which PyFlink cannot give a job (a Python one is a py4j proxy Flink cannot serialize); the "
-    "built-in generators mark a split idle only after a wall-clock timeout (with_idleness) (F064)",
-    "watermark_propagation": "the trace's per-node watermark items need a watermark generator of one's own, "
-    "which PyFlink cannot give a job (a Python one is a py4j proxy Flink cannot serialize); the built-in "
-    "ones are periodic or per record, and alignment pauses sources by wall clock (OXW)",
+    "watermark_propagation": "the trace's per-node watermark items need a watermark generator of one's own "
+    "at every operator of the trace's graph; a Python one is a py4j proxy Flink cannot serialize, and this "
+    "adapter has a Java one only for sources (partitioned_watermarks); the built-in ones are periodic or "
+    "per record, and alignment pauses sources by wall clock (OXW)",
     "exactly_once_aggregation": "Flink SQL keeps the first row per (producer, sequence) with no bound but a "
     "wall-clock state TTL, not a window of recent sequences per channel with an outside_window verdict "
     "(OXE-R2); its exactly-once is a checkpoint mode, not about re-delivered messages (OXE)",

@@ -155,4 +155,7 @@ def assemble(case: Prepared, records: list[dict[str, Any]]) -> dict[str, Any]:
         [b, common.case_watermark(after_batch[b], case.base), None, None, None, None, None]
         for b in range(case.batches)
     ]
-    return {"id": case.case_id, "tables": {"progress": progress, "partitions": [], "sources": [], "errors": []}}
+    return {
+        "id": case.case_id,
+        "tables": {"progress": progress, "partitions": [], "sources": [], "errors": []},
+    }

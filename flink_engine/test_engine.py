@@ -46,6 +46,26 @@ JOIN_SESSION_BATCHES: list[list[dict[str, Any]]] = [
 ]
 
 
+def _partition(kind: str, partition: int, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, "source": 0, "partition": partition, **fields}
+
+
+PARTITION_BATCHES: list[list[dict[str, Any]]] = [
+    [{"kind": "register_source", "source": 0, "count": 3}],
+    [
+        _partition("watermark", 0, time=5000),
+        _partition("watermark", 1, time=3000),
+        _partition("event", 2, event_time=4100),
+    ],
+    [_partition("idle", 1)],
+    [_partition("idle", 0), _partition("idle", 2)],
+    [_partition("active", 1)],
+    [{"kind": "add_partition", "source": 0, "partition": 3}, _partition("watermark", 1, time=6000)],
+    [{"kind": "remove_partition", "source": 0, "partition": 3}],
+    [_partition("watermark", 1, time=6500)],
+]
+
+
 def flink_session_rule(
     batches: list[list[dict[str, Any]]], gap: int
 ) -> tuple[list[list[Any]], list[list[Any]]]:
@@ -188,8 +208,18 @@ def answers() -> dict[str, dict[str, Any]]:
         {
             "id": "p",
             "area": "partitioned_watermarks",
-            "config": {"bounded_delay": 0},
-            "batches": [[]],
+            "config": {"max_lateness": 100},
+            "batches": PARTITION_BATCHES,
+            "restart_after": [],
+        },
+        {
+            "id": "p-clock",
+            "area": "partitioned_watermarks",
+            "config": {"idle_timeout": 5},
+            "batches": [
+                [{"kind": "register_source", "source": 0, "count": 1}],
+                [{"kind": "clock", "time": 10}],
+            ],
             "restart_after": [],
         },
     ]
@@ -208,9 +238,10 @@ def test_every_case_gets_one_answer(answers: dict[str, dict[str, Any]]) -> None:
         "b-sort",
         "k",
         "p",
+        "p-clock",
     }
     assert answers["s-invalid"]["error"]["type"] == "InvalidConfig"
-    for declined in ("l-no-windows", "l-reassign", "j-sliding", "p"):
+    for declined in ("l-no-windows", "l-reassign", "j-sliding", "p-clock"):
         assert answers[declined]["unsupported"]
 
 
@@ -275,6 +306,22 @@ def test_buffer_output_follows_flinks_temporal_sort(answers: dict[str, dict[str,
         key=repr,
     )
     assert [row[:2] for row in tables["progress"]] == [[0, 20], [1, 2**63 - 1]]
+
+
+def test_partitions_are_splits_combined_by_flinks_source_operator(answers: dict[str, dict[str, Any]]) -> None:
+    """Each partition is a split of the Java trace source, its watermark from Flink's bounded-out-of-
+    orderness generator (4100 - 100) or the watermark item; Flink's source operator combines them as
+    Flink 2.3's CombinedWatermarkStatus does: the minimum over the splits not idle (3000, then 4000 once
+    partition 1 is idle), the maximum over all when every split is idle (5000), never lower (5000 when
+    partition 1 is active again at 3000, and while the new partition 3 has no watermark). A released
+    split leaves the minimum without the rest being combined again: 5000 stays after partition 3 is
+    removed, until partition 1's next watermark (6500). The spec moves to 6000 at the removal (R13)."""
+    progress = answers["p"]["tables"]["progress"]
+    assert [row[:2] for row in progress] == [
+        [0, None], [1, 3000], [2, 4000], [3, 5000], [4, 5000], [5, 5000], [6, 5000], [7, 6500],
+    ]  # fmt: skip
+    assert all(value is None for row in progress for value in row[2:])  # Flink shows no counters
+    assert "wall-clock" in answers["p-clock"]["unsupported"]
 
 
 def test_a_window_join_needs_the_same_window_on_both_sides() -> None:
@@ -486,13 +533,12 @@ def test_a_union_has_one_watermark_the_minimum(one_watermark_per_stream: dict[st
 
 
 def test_a_watermark_generator_written_in_python_cannot_run_in_a_job() -> None:
-    """Decline probe for partitioned_watermarks and watermark_propagation: giving Flink the trace's
-    explicit idle/active and per-node watermark items needs a generator of one's own (Flink's
-    documented extension point, a WatermarkGenerator behind WatermarkStrategy.forGenerator), and
-    PyFlink has none: one written in Python reaches Flink as a py4j proxy, which the job refuses to
-    serialize. The built-in generators mark an input idle only after a wall-clock timeout
-    (with_idleness). A generator in Java, with a source of one split per partition, would be the way;
-    this Python adapter does not build one."""
+    """Why the generators are Java: giving Flink the trace's explicit idle/active and per-node
+    watermark items needs a generator of one's own (Flink's documented extension point, a
+    WatermarkGenerator behind WatermarkStrategy.forGenerator), and one written in Python reaches Flink
+    as a py4j proxy, which the job refuses to serialize. partitioned_watermarks therefore runs a Java
+    one (flink_engine/java); watermark_propagation, whose per-node items need one per operator of the
+    trace's graph, is still declined."""
     from pyflink.common import Types, WatermarkStrategy
     from pyflink.java_gateway import get_gateway
 
