@@ -37,6 +37,7 @@ from reference.partitioned_watermarks import config_from_trace
 
 AREA = "partitioned_watermarks"
 SPLIT_KINDS = ("event", "watermark", "idle", "active")  # records sent through their partition's split
+MAX_SPLITS = 10_000  # a registration opens one split output per partition, each a line of the script
 NO_CLOCK = (
     "Flink's only idle timeout (WatermarkStrategy.withIdleness) counts wall-clock time on the task: the "
     "trace's clock items have nothing in Flink to go to (F064-R11)"
@@ -85,9 +86,11 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
             if kind == "assign_core":
                 return _decline(case["id"], NO_CORES)
             if kind == "register_source" and _well_formed(item, "source", "count"):
-                mine = opened.setdefault(item["source"], set())
-                if not 0 <= item["count"] < common.TIME_LIMIT:
+                if item["count"] > MAX_SPLITS:
+                    return _decline(case["id"], f"a source of more than {MAX_SPLITS} partitions (splits)")
+                if item["count"] < 0:
                     continue  # no split count to translate: the spec refuses it (invalid_partition)
+                mine = opened.setdefault(item["source"], set())
                 for p in sorted(mine - set(range(item["count"]))):
                     prepared.script.append(trace_source.line("release", split_id(index, item["source"], p)))
                     mine.discard(p)
