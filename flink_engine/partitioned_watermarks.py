@@ -23,7 +23,8 @@ Declined: ``clock`` items (Flink's idle timeout, ``withIdleness``, counts wall-c
 trace's clock), ``assign_core`` (Flink has no cores to assign a split to: a split's reader is the
 enumerator's choice), an item naming a partition the trace has not opened (a reader emits only for its
 own splits, so such an item has nothing in Flink to go to), a source of more than MAX_SPLITS partitions,
-and times beyond a case's stretch of Flink event time. Restart points are not replayed: the job runs each case once, uninterrupted.
+and times beyond a case's stretch of Flink event time. Restart points are not replayed: the job runs
+each case once, uninterrupted.
 """
 
 from __future__ import annotations
