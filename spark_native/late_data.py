@@ -2,7 +2,10 @@
 (``--engine spark-native``).
 
 The query: ``withWatermark(ts, D)``, then the event rows only, ``groupBy(source, window(ts,
-size)).count()`` in append mode, one micro-batch per trace batch.
+size))`` with ``count`` and ``collect_list(struct(batch, seq))`` (the rows each window holds), one
+micro-batch per trace batch. It runs twice: in append mode for the windows Spark closes, and in
+update mode, where every micro-batch writes each window a row of it updated, with all its rows:
+a row Spark kept is in a list written by some micro-batch, a row it dropped in none.
 
 How the trace is expressed on Spark:
 
@@ -33,13 +36,18 @@ How Spark's answer maps to the tables:
   that wrote it, ``seq`` null (no item closes a Spark window: the watermark of the batch does),
   ``watermark`` = the watermark the batch ran with plus ``D`` (the source watermark in the
   spec's terms), and the count.
-* ``progress``: ``dropped`` is the cumulative ``numRowsDroppedByWatermark``; ``on_time`` the
+* ``progress`` (of the append-mode run with windows, of the update-mode run without):
+  ``dropped`` is the cumulative ``numRowsDroppedByWatermark``; ``on_time`` the
   events Spark kept (well-formed events sent minus dropped), cumulative: Spark does not tell a
   row kept by an open window from an on-time one, so ``allowed_late`` stays 0;
   ``reassigned`` and ``side_output`` 0; ``open_windows`` the windows Spark's state holds after
   the batch (0 without ``window_size``).
-* ``events``: no rows. Spark reports no verdict per row; it drops late rows silently, so which
-  rows it dropped is not observable.
+* ``events``: one row per well-formed event: ``assigned_time`` its own time when a list of the
+  update-mode run holds it (Spark kept it: it continues with its time), null when none does
+  (Spark dropped it). Spark has no verdict of its own beyond that: it does not tell a row kept
+  by an open window from an on-time one, so ``watermark``, ``verdict`` and ``lateness`` are
+  null and not shown (``assigned_time`` under the Drop policy says kept or dropped).
+* ``side_outputs``: no rows (Spark's one policy is to drop; the others are declined).
 * ``errors``: the adapter's own checks of R16 on items before they become rows
   (``duplicate_seq``, ``unsupported_item``, ``missing_event_time``, ``missing_time``,
   ``clock_went_backwards``); ``watermark_regressed`` is not reported: Spark takes a lower
@@ -147,13 +155,15 @@ def build_query(config: StreamConfig) -> Any:
         # watermark node: a plain filter on kind is pushed below it and the watermark rows vanish
         events = timed.filter(F.when(F.col(TS).isNotNull(), F.col("kind")) == F.lit("event"))
         windows = events.groupBy("source", F.window(TS, f"{size} milliseconds").alias("w")).agg(
-            F.count(F.lit(1)).alias("count")
+            F.count(F.lit(1)).alias("count"),
+            F.collect_list(F.struct("batch", "seq")).alias("members"),
         )
         return windows.select(
             "source",
             F.unix_millis(F.col("w.start")).alias("window_start"),
             F.unix_millis(F.col("w.end")).alias("window_end"),
             "count",
+            "members",
         )
 
     return build
@@ -165,7 +175,16 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
         return Unsupported(reason)
     errors = item_errors(trace)
     bad = {(b, seq) for b, seq, _ in errors}
-    run = run_trace(spark, trace, build_query(config))
+    updates = run_trace(spark, trace, build_query(config), output_mode="update")
+    kept = {(m["batch"], m["seq"]) for _, r in updates.rows for m in r["members"]}
+    events = [
+        (b, seq, item.source, item.event_time, None, None, None,
+         item.event_time if (b, seq) in kept else None, None)
+        for b, batch in enumerate(trace.batches)
+        for seq, item in enumerate(batch)
+        if item.kind == "event" and (b, seq) not in bad
+    ]  # fmt: skip
+    run = updates if config.window_size is None else run_trace(spark, trace, build_query(config))
     delay = spark_delay_ms(config)
     windows = []
     if config.window_size is not None:
@@ -182,4 +201,4 @@ def answer(spark: Any, trace: Trace, config: StreamConfig) -> Output | Unsupport
         dropped += dropped_by_watermark(report)
         open_windows = state_rows(report) if config.window_size is not None else 0
         progress.append((b, sent - dropped, 0, 0, dropped, 0, open_windows))
-    return {"windows": windows, "progress": progress, "errors": errors}
+    return {"events": events, "side_outputs": [], "windows": windows, "progress": progress, "errors": errors}

@@ -55,7 +55,7 @@ def spark_rules_prediction(trace: Trace) -> dict[str, list[tuple[Any, ...]]]:
     ran_with_before = 0
     clock = 0
     counts: dict[tuple[Any, int], int] = {}
-    out: dict[str, list[tuple[Any, ...]]] = {"windows": [], "progress": [], "errors": []}
+    out: dict[str, list[tuple[Any, ...]]] = {"events": [], "windows": [], "progress": [], "errors": []}
     kept = dropped = 0
     for b, batch in enumerate(trace.batches):
         ran_with = 0 if greatest is None else max(0, greatest - delay)
@@ -76,9 +76,11 @@ def spark_rules_prediction(trace: Trace) -> dict[str, list[tuple[Any, ...]]]:
                 start = t // size * size
                 if start + size <= ran_with_before:
                     dropped += 1
+                    out["events"].append((b, seq, item.source, t, None, None, None, None, None))
                 else:
                     kept += 1
                     counts[(item.source, start)] = counts.get((item.source, start), 0) + 1
+                    out["events"].append((b, seq, item.source, t, None, None, None, t, None))
         for (source, start), n in sorted(counts.items()):
             if start + size <= ran_with:
                 out["windows"].append((b, None, source, start, start + size, ran_with + delay, n))
@@ -97,9 +99,11 @@ def test_spark_native_late_data_follows_sparks_documented_rules() -> None:
     expected = spark_rules_prediction(TRACE)
     for table, rows in expected.items():
         assert sorted(output.get(table, []), key=repr) == sorted(rows, key=repr), table
-    assert not output.get("events") and not output.get("side_outputs")
-    # the trace shows the mapping's claims: a row of a closed window dropped, two windows closed
+    assert not output.get("side_outputs")
+    # the trace shows the mapping's claims: a row of a closed window dropped (no assigned time),
+    # two windows closed
     assert expected["progress"][-1][4] == 1 and len(expected["windows"]) == 2
+    assert [e[:2] for e in expected["events"] if e[7] is None] == [(2, 0)]
 
 
 def test_spark_native_declines_reassign_and_side_output_and_a_dropped_row_goes_nowhere() -> None:
