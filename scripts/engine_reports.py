@@ -11,8 +11,10 @@ with the engine's versions and settings in their header) stay in reports/engines
 writes docs/conformance/matrix.html and docs/conformance/summary.md (which opens with the share of
 the vectors each engine could express: a case an engine declines is not a pass), each engine with
 what it ran with, copies every engine's answers to docs/conformance/answers/, and writes
-docs/conformance/examples.md: every deviation entry with its smallest case and both answers. The command
-fails when a run has a failure that no expectation entry explains, after writing what it has.
+docs/conformance/examples.md: every deviation entry with its smallest case and both answers. An
+engine with no run in reports/engines/ (a new machine, or a run of other engines only) is merged from
+its committed answers, judged again with today's vectors and expectation file. The command fails when
+a run has a failure that no expectation entry explains, after writing what it has.
 """
 
 from __future__ import annotations
@@ -299,6 +301,22 @@ def declined_table(summary: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def judge_committed(name: str) -> bool:
+    """Makes ``name``'s run in RUNS from its committed answers (docs/conformance/answers/), judged
+    again by ``check``; False when there are none. The answers keep their own provenance."""
+    committed = OUT / "answers" / f"{name}.jsonl.gz"
+    if not committed.is_file():
+        return False
+    RUNS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(committed, answers_file(name))
+    # as run_engine does: from the project folder, so the report names paths as a run's does
+    argv = [sys.executable, "-m", "harness.cli", "check", "vectors", "--outputs", str(answers_file(name)),
+            "--name", name, "--report", str(RUNS / f"{name}.json")]  # fmt: skip
+    subprocess.run(argv, cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
+    print(f"engine-reports: no run of {name} in {RUNS}: its committed answers judged again", flush=True)
+    return True
+
+
 def write_docs(summary: dict[str, Any]) -> None:
     from harness.reports import html, markdown
     from harness.vectors import read_vectors
@@ -337,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     summaries = []
     for name in ENGINES:
         path = RUNS / f"{name}.json"
-        if path.is_file():
+        if path.is_file() or judge_committed(name):
             summaries.append(named(json.loads(path.read_text(encoding="utf-8")), name))
         else:
             print(f"engine-reports: no run of {name} in {path}: left out of the matrix", file=sys.stderr)

@@ -59,6 +59,28 @@ def test_the_merged_pages_carry_provenance_and_the_raw_answers(
 COMMITTED = ROOT / "docs" / "conformance" / "answers"
 
 
+@pytest.mark.clauses("TR-11")
+def test_an_engine_without_a_run_is_merged_from_its_committed_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine that has run no engine, the merge judges every engine's committed answers again
+    instead of leaving them out of the pages (the counts are the committed pages' own)."""
+    script = _script()
+    runs, out = tmp_path / "runs", tmp_path / "pages"
+    monkeypatch.setattr(script, "RUNS", runs)
+    monkeypatch.setattr(script, "OUT", out)
+    (out / "answers").mkdir(parents=True)
+    for engine in ("reference", "flink"):
+        (out / "answers" / f"{engine}.jsonl.gz").write_bytes((COMMITTED / f"{engine}.jsonl.gz").read_bytes())
+    assert script.main(["--merge-only"]) == 0
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    committed = (ROOT / "docs" / "conformance" / "summary.md").read_text(encoding="utf-8")
+    for engine in ("reference", "flink"):
+        [row] = [line for line in committed.splitlines() if line.startswith(f"| {engine} | 660 |")]
+        assert row in summary
+    assert "| spark | 660 |" not in summary  # no run and no committed answers here: left out
+
+
 def _check(answers: Path, engine: str) -> int:
     """``eventtime-conformance check`` of an answers file against the committed vectors."""
     return main(["--project", str(ROOT), "check", str(ROOT / "vectors"), "--outputs", str(answers),
