@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "eventtime" / "flink" / "TraceSource.java"
-CLASS_NAME = "eventtime.flink.TraceSource"
 
 
 class JavaBuildError(RuntimeError):
