@@ -76,12 +76,14 @@ PLACEHOLDER_REASON = "TODO: say why this engine deviates, and link the issue"
 #: (keys: a key's tracked watermark; timers: pending timers; streams: per-stream counters;
 #: partitions and sources: each partition's and source's tracked watermark and state). The
 #: per-partition tracker's result is the combined watermark downstream operators read, which
-#: progress carries batch by batch, so there progress is the result table.
+#: progress carries batch by batch, so there progress is the result table. Propagation's result
+#: is the operators' output watermarks (watermarks) and the regressions refused (violations); its
+#: generated table is the generators' own record (repeats included, which change no output).
 RESULT_TABLES: dict[str, tuple[str, ...]] = {
     "keyed_watermarks": ("events", "windows"),
     "partitioned_watermarks": ("progress",),
     "session_windows": ("sessions", "late"),
-    "watermark_propagation": ("generated", "watermarks", "violations"),
+    "watermark_propagation": ("watermarks", "violations"),
     "late_data": ("events", "side_outputs", "windows"),
     "eventtime_buffer": ("emitted", "late"),
     "sla_admission": ("decisions",),
