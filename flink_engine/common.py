@@ -75,13 +75,13 @@ def fits(*values: Any) -> bool:
     return all(not isinstance(v, int) or abs(v) < TIME_LIMIT for v in values)
 
 
-def new_environment() -> tuple[Any, Any]:
+def new_environment(settings: dict[str, str] | None = None) -> tuple[Any, Any]:
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
 
     conf = Configuration()
-    for key, value in SETTINGS.items():
+    for key, value in {**SETTINGS, **(settings or {})}.items():
         conf.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(1)
@@ -146,12 +146,17 @@ def source_table(
 
 def collect(env: Any, streams: Iterable[Any]) -> list[dict[str, Any]]:
     """Runs the job and returns every JSON record the given string streams produced."""
+    return [json.loads(line) for line in collect_lines(env, streams)]
+
+
+def collect_lines(env: Any, streams: Iterable[Any]) -> list[str]:
+    """Runs the job and returns every line the given string streams produced."""
     streams = list(streams)
     if not streams:
         return []
     merged = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
     with merged.execute_and_collect("eventtime-conformance") as results:
-        return [json.loads(line) for line in results]
+        return list(results)
 
 
 def observe_watermark() -> Any:

@@ -100,15 +100,15 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
                         mine.add(p)
                         prepared.script.append(trace_source.line("open", split_id(index, item["source"], p)))
             elif kind in ("add_partition", "remove_partition") and _well_formed(item, "source", "partition"):
-                mine = opened.get(item["source"])
-                if mine is None:
+                registered = opened.get(item["source"])
+                if registered is None:
                     continue  # a source never registered: nothing in Flink to add a split to
                 split = split_id(index, item["source"], item["partition"])
-                if kind == "add_partition" and item["partition"] not in mine:
-                    mine.add(item["partition"])
+                if kind == "add_partition" and item["partition"] not in registered:
+                    registered.add(item["partition"])
                     prepared.script.append(trace_source.line("open", split))
-                elif kind == "remove_partition" and item["partition"] in mine:
-                    mine.discard(item["partition"])
+                elif kind == "remove_partition" and item["partition"] in registered:
+                    registered.discard(item["partition"])
                     prepared.script.append(trace_source.line("release", split))
             elif kind in SPLIT_KINDS and _well_formed(item, "source", "partition"):
                 timed = "event_time" if kind == "event" else "time" if kind == "watermark" else None

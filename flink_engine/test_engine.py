@@ -50,6 +50,16 @@ def _partition(kind: str, partition: int, **fields: Any) -> dict[str, Any]:
     return {"kind": kind, "source": 0, "partition": partition, **fields}
 
 
+GRAPH = {
+    "nodes": ["a", "b", "map", "join", "sink"],
+    "edges": [["a", "map"], ["map", "join"], ["b", "join"], ["join", "sink"]],
+    "max_out_of_order_ms": 10,
+}
+GRAPH_BATCHES: list[list[dict[str, Any]]] = [
+    [{"kind": "watermark", "key": "a", "time": 100}, {"kind": "event", "key": "b", "event_time": 50}],
+    [{"kind": "watermark", "key": "a", "time": 80}, {"kind": "event", "key": "b", "event_time": 300}],
+    [{"kind": "watermark", "key": "a", "time": 500}, {"kind": "watermark", "key": "map", "time": 900}],
+]
 PARTITION_BATCHES: list[list[dict[str, Any]]] = [
     [{"kind": "register_source", "source": 0, "count": 3}],
     [
@@ -213,6 +223,20 @@ def answers() -> dict[str, dict[str, Any]]:
             "restart_after": [],
         },
         {
+            "id": "w",
+            "area": "watermark_propagation",
+            "config": GRAPH,
+            "batches": GRAPH_BATCHES,
+            "restart_after": [],
+        },
+        {
+            "id": "w-every-third",
+            "area": "watermark_propagation",
+            "config": {**GRAPH, "advance_threshold": 3},
+            "batches": GRAPH_BATCHES,
+            "restart_after": [],
+        },
+        {
             "id": "p-clock",
             "area": "partitioned_watermarks",
             "config": {"idle_timeout": 5},
@@ -239,9 +263,11 @@ def test_every_case_gets_one_answer(answers: dict[str, dict[str, Any]]) -> None:
         "k",
         "p",
         "p-clock",
+        "w",
+        "w-every-third",
     }
     assert answers["s-invalid"]["error"]["type"] == "InvalidConfig"
-    for declined in ("l-no-windows", "l-reassign", "j-sliding", "p-clock"):
+    for declined in ("l-no-windows", "l-reassign", "j-sliding", "p-clock", "w-every-third"):
         assert answers[declined]["unsupported"]
 
 
@@ -322,6 +348,60 @@ def test_partitions_are_splits_combined_by_flinks_source_operator(answers: dict[
     ]  # fmt: skip
     assert all(value is None for row in progress for value in row[2:])  # Flink shows no counters
     assert "wall-clock" in answers["p-clock"]["unsupported"]
+
+
+def test_a_graph_runs_as_flink_operators_under_flinks_watermark_combining(
+    answers: dict[str, dict[str, Any]],
+) -> None:
+    """Each operator's watermark as Flink documents its combining: a source's is what its generator
+    emitted (b's event at 50 with a 10 ms delay: 40), never lower (a's 80 after 100 is dropped, no
+    violation); an operator with inputs has the minimum over them (join: min(map, b)), nothing until
+    every input has one (join waits for b), and passes it on (sink). A watermark for an operator with
+    inputs (map at 900) has no Flink record, so nothing changes."""
+    tables = answers["w"]["tables"]
+    assert tables["watermarks"] == [
+        [0, 0, "a", 100], [0, 0, "map", 100],
+        [0, 1, "b", 40], [0, 1, "join", 40], [0, 1, "sink", 40],
+        [1, 1, "b", 290], [1, 1, "join", 100], [1, 1, "sink", 100],
+        [2, 0, "a", 500], [2, 0, "map", 500], [2, 0, "join", 290], [2, 0, "sink", 290],
+    ]  # fmt: skip
+    assert tables["violations"] == []
+    assert tables["progress"] == [[0, 40, 40, None], [1, 100, 100, None], [2, 290, 290, None]]
+    assert "every n-th event" in answers["w-every-third"]["unsupported"]
+
+
+def test_flinks_generators_emit_by_the_wall_clock_not_by_an_event_count() -> None:
+    """Decline probe for advance_threshold > 1 (OXW-R2): Flink's built-in generators, bounded out of
+    orderness and monotonous timestamps, emit only when the periodic timer (pipeline.auto-watermark-
+    interval, wall-clock time) calls them; with a timer that never fires within the job, no event of
+    three moves the watermark, so none is emitted at the n-th event."""
+    from pyflink.common import Duration, Types, WatermarkStrategy
+    from pyflink.common.watermark_strategy import TimestampAssigner
+    from pyflink.datastream.functions import ProcessFunction
+
+    from flink_engine import common
+
+    class EventTime(TimestampAssigner):
+        def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+            return int(value[1])
+
+    class Seen(ProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            yield json.dumps([value[0], ctx.timer_service().current_watermark()])
+
+    env, _ = common.new_environment({"pipeline.auto-watermark-interval": "3600000"})
+    built_in = {
+        "bounded": WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(0)),
+        "monotonous": WatermarkStrategy.for_monotonous_timestamps(),
+    }
+    streams = []
+    for name, strategy in built_in.items():
+        rows = [(name, t) for t in (1000, 2000, 3000)]
+        source = env.from_collection(rows, type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
+        timed = source.assign_timestamps_and_watermarks(strategy.with_timestamp_assigner(EventTime()))
+        streams.append(timed.process(Seen(), output_type=Types.STRING()))
+    seen = [json.loads(line) for line in common.collect_lines(env, streams)]
+    assert sorted(seen) == sorted([name, -(2**63)] for name in built_in for _ in range(3))
 
 
 def test_a_window_join_needs_the_same_window_on_both_sides() -> None:
@@ -536,9 +616,8 @@ def test_a_watermark_generator_written_in_python_cannot_run_in_a_job() -> None:
     """Why the generators are Java: giving Flink the trace's explicit idle/active and per-node
     watermark items needs a generator of one's own (Flink's documented extension point, a
     WatermarkGenerator behind WatermarkStrategy.forGenerator), and one written in Python reaches Flink
-    as a py4j proxy, which the job refuses to serialize. partitioned_watermarks therefore runs a Java
-    one (flink_engine/java); watermark_propagation, whose per-node items need one per operator of the
-    trace's graph, is still declined."""
+    as a py4j proxy, which the job refuses to serialize. partitioned_watermarks and
+    watermark_propagation therefore run a Java one (flink_engine/java)."""
     from pyflink.common import Types, WatermarkStrategy
     from pyflink.java_gateway import get_gateway
 

@@ -16,7 +16,9 @@ import org.apache.flink.api.connector.source.SplitEnumerator;
 import org.apache.flink.api.connector.source.SplitEnumeratorContext;
 import org.apache.flink.core.io.InputStatus;
 import org.apache.flink.core.io.SimpleVersionedSerializer;
+import org.apache.flink.streaming.api.functions.ProcessFunction;
 import org.apache.flink.types.Row;
+import org.apache.flink.util.Collector;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -35,14 +37,30 @@ import java.util.concurrent.CompletableFuture;
  * {@code open} creates the split's output (a new partition), {@code release} releases it (a removed
  * partition), {@code record} emits the record through the split's output, or through the reader's
  * main output when the split id is empty. The source does nothing to a record but emit it.
+ *
+ * <p>A source built to stay open ({@link #holdingOpen}) does not end after its script: it waits for
+ * nothing forever, so the last watermark it emitted stays the watermark of its output (an ending
+ * source would emit Flink's end-of-input watermark, Long.MAX_VALUE, after it) until the job is
+ * cancelled.
  */
 public final class TraceSource implements Source<Row, TraceSource.Whole, Integer> {
     private static final long serialVersionUID = 1L;
 
     private final String script;
+    private final boolean holdOpen;
 
     public TraceSource(String script) {
+        this(script, false);
+    }
+
+    private TraceSource(String script, boolean holdOpen) {
         this.script = script;
+        this.holdOpen = holdOpen;
+    }
+
+    /** A source of {@code script} that stays open after it (see the class comment). */
+    public static TraceSource holdingOpen(String script) {
+        return new TraceSource(script, true);
     }
 
     /** Flink's documented custom-generator strategy with {@link PartitionWatermarks} per split. */
@@ -57,7 +75,7 @@ public final class TraceSource implements Source<Row, TraceSource.Whole, Integer
 
     @Override
     public SourceReader<Row, Whole> createReader(SourceReaderContext context) {
-        return new Reader(script);
+        return new Reader(script, holdOpen);
     }
 
     @Override
@@ -120,6 +138,37 @@ public final class TraceSource implements Source<Row, TraceSource.Whole, Integer
         public void onPeriodicEmit(WatermarkOutput output) {}
     }
 
+    /**
+     * An operator of a trace's graph, as a process function reads Flink's watermark: it counts the
+     * rows of kind "end" reaching it (a source's last record, or the one row each upstream node
+     * emits) and, at the last of its {@code inputs}, emits one JSON row with the watermark Flink has
+     * at that operator then. Every upstream has emitted all it will by then, so that watermark is
+     * the operator's after the sources' scripts, whatever order Flink's tasks ran in.
+     */
+    public static final class NodeWatermark extends ProcessFunction<Row, Row> {
+        private static final long serialVersionUID = 1L;
+
+        private final long run;
+        private final long node;
+        private final int inputs;
+        private int arrived;
+
+        public NodeWatermark(long run, long node, int inputs) {
+            this.run = run;
+            this.node = node;
+            this.inputs = inputs;
+        }
+
+        @Override
+        public void processElement(Row row, Context context, Collector<Row> out) {
+            if (!"end".equals(row.getField(0)) || ++arrived < inputs) {
+                return;
+            }
+            long watermark = context.timerService().currentWatermark();
+            out.collect(Row.of("end", run, 0L, 0L, "", 0L, watermark, node, ""));
+        }
+    }
+
     /** The one split: the whole script, read by the one reader. */
     public static final class Whole implements SourceSplit {
         static final String ID = "script";
@@ -170,13 +219,16 @@ public final class TraceSource implements Source<Row, TraceSource.Whole, Integer
 
     private static final class Reader implements SourceReader<Row, Whole> {
         private final String script;
+        private final boolean holdOpen;
         private final CompletableFuture<Void> available = new CompletableFuture<>();
+        private final CompletableFuture<Void> never = new CompletableFuture<>();
         private List<String[]> lines;
         private boolean noMoreSplits;
         private int next;
 
-        Reader(String script) {
+        Reader(String script, boolean holdOpen) {
             this.script = script;
+            this.holdOpen = holdOpen;
         }
 
         @Override
@@ -195,7 +247,10 @@ public final class TraceSource implements Source<Row, TraceSource.Whole, Integer
             if (next < lines.size()) {
                 apply(lines.get(next++), output);
             }
-            return next < lines.size() ? InputStatus.MORE_AVAILABLE : InputStatus.END_OF_INPUT;
+            if (next < lines.size()) {
+                return InputStatus.MORE_AVAILABLE;
+            }
+            return holdOpen ? InputStatus.NOTHING_AVAILABLE : InputStatus.END_OF_INPUT;
         }
 
         private static void apply(String[] line, ReaderOutput<Row> output) {
@@ -238,7 +293,7 @@ public final class TraceSource implements Source<Row, TraceSource.Whole, Integer
 
         @Override
         public CompletableFuture<Void> isAvailable() {
-            return available;
+            return holdOpen && lines != null && next >= lines.size() ? never : available;
         }
 
         @Override
