@@ -29,7 +29,10 @@ assignments and malformed items (see its docstring).
 from __future__ import annotations
 
 import functools
+import gzip
 import itertools
+import json
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -553,14 +556,59 @@ def differential_traces(
     n = differential_budget().traces if n is None else n
     seed_value = run_seed() if seed_value is None else seed_value
     positions = None if every_restart else differential_budget().restart_positions
-    key = (repr(parts), n, seed_value, positions)  # a composite strategy's repr names its arguments
+    key = draw_key(parts, n, seed_value, positions)
     if key not in _DRAWN:
-        traces: list[Trace] = []
-        for i, (strategy, share) in enumerate(parts):
-            count = n - len(traces) if i == len(parts) - 1 else max(1, round(n * share))
-            traces += generate(strategy, count, seed_value + i)
-        _DRAWN[key] = [fold_restarts(t, positions) for t in traces] if positions else traces
+        _DRAWN[key] = committed_draw(key) or draw(parts, n, seed_value, positions)
     return _DRAWN[key]
+
+
+def draw_key(parts: Parts, n: int, seed_value: int, positions: Sequence[int] | None) -> tuple[Any, ...]:
+    return (repr(parts), n, seed_value, positions)  # a composite strategy's repr names its arguments
+
+
+def draw(parts: Parts, n: int, seed_value: int, positions: Sequence[int] | None) -> list[Trace]:
+    """``differential_traces`` drawn now, neither cached nor read from the committed draws."""
+    traces: list[Trace] = []
+    for i, (strategy, share) in enumerate(parts):
+        count = n - len(traces) if i == len(parts) - 1 else max(1, round(n * share))
+        traces += generate(strategy, count, seed_value + i)
+    return [fold_restarts(t, positions) for t in traces] if positions else traces
+
+
+#: The ci run's draws (seed 0) of every area's differential test, written beside the committed
+#: coverage counts (``python -m strategies.generator_coverage --write-committed``) with the same
+#: conditions and the hash of every source the draw ran: read while all of it is unchanged, so the
+#: pre-run need not wait for about a minute of drawing on one core.
+COMMITTED_DRAWS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "differential_draws.json.gz")
+_COMMITTED_DRAWS: dict[str, list[dict[str, Any]]] | None = None
+
+
+def draw_key_text(key: tuple[Any, ...]) -> str:
+    return json.dumps([key[0], key[1], key[2], list(key[3]) if key[3] else None])
+
+
+def committed_draws(path: str = COMMITTED_DRAWS) -> dict[str, list[dict[str, Any]]]:
+    """The committed draws by ``draw_key_text``, when they were drawn under this run's conditions
+    (Hypothesis and Python versions) from the project's sources as they are now; else none."""
+    from strategies.generator_coverage import draw_conditions, stale_sources
+
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if data.get("conditions") != draw_conditions() or stale_sources(data):
+        return {}
+    return dict(data.get("draws", {}))
+
+
+def committed_draw(key: tuple[Any, ...]) -> list[Trace] | None:
+    """The committed traces of the draw ``key`` (``differential_traces``), or None."""
+    global _COMMITTED_DRAWS
+    if _COMMITTED_DRAWS is None:
+        _COMMITTED_DRAWS = committed_draws()
+    found = _COMMITTED_DRAWS.get(draw_key_text(key))
+    return None if found is None else [Trace.from_json(t) for t in found]
 
 
 def fold_restarts(trace: Trace, positions: Sequence[int]) -> Trace:

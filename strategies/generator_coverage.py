@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import hashlib
 import importlib
 import json
@@ -298,6 +299,14 @@ def count_conditions(traces: int, seed: int) -> dict[str, Any]:
     }
 
 
+def draw_conditions() -> dict[str, Any]:
+    """What a committed draw depends on besides its key (parts, traces, seed, restart positions)
+    and the sources: the Hypothesis and Python versions."""
+    import hypothesis
+
+    return {"hypothesis": hypothesis.__version__, "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
+
+
 def _file_hash(relative: str) -> str:
     try:
         with open(os.path.join(_PROJECT, relative), "rb") as f:
@@ -336,6 +345,19 @@ def write_committed(
 ) -> None:
     """Writes the counts with the hash of every project module this process has loaded: the
     modules the count ran (a module it starts to need is imported by one of them, which changed)."""
+    data = {
+        "conditions": count_conditions(traces, seed),
+        "sources": loaded_sources(),
+        "areas": {area: dataclasses.asdict(c) for area, c in counted.items()},
+        "spot": {area: dataclasses.asdict(c) for area, c in (spot or {}).items()},
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def loaded_sources() -> dict[str, str]:
+    """The hash of every project module this process has loaded, by its path in the project."""
     sources = {}
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
@@ -343,15 +365,27 @@ def write_committed(
             relative = os.path.relpath(os.path.abspath(file), _PROJECT)
             if not relative.startswith((".", "build")):
                 sources[relative] = _file_hash(relative)
-    data = {
-        "conditions": count_conditions(traces, seed),
-        "sources": dict(sorted(sources.items())),
-        "areas": {area: dataclasses.asdict(c) for area, c in counted.items()},
-        "spot": {area: dataclasses.asdict(c) for area, c in (spot or {}).items()},
-    }
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
+    return dict(sorted(sources.items()))
+
+
+def write_committed_draws(seed: int, path: str | None = None) -> int:
+    """Draws every area's differential traces as the ci run does (its budget, ``seed``) and writes
+    them to strategies/differential_draws.json.gz with the sources the draw ran; returns how many."""
+    from harness.hypothesis_profiles import differential_budget
+    from strategies.common import COMMITTED_DRAWS, draw, draw_key, draw_key_text
+
+    budget = differential_budget()
+    draws = {}
+    for area in AREAS:
+        parts = strategies_module(area).DIFFERENTIAL
+        key = draw_key(parts, budget.traces, seed, budget.restart_positions)
+        drawn = draw(parts, budget.traces, seed, budget.restart_positions)
+        draws[draw_key_text(key)] = [t.to_json() for t in drawn]
+    data = {"conditions": draw_conditions(), "sources": loaded_sources(), "draws": draws}
+    # mtime 0: the same draws give the same bytes
+    with gzip.GzipFile(path or COMMITTED_DRAWS, "wb", mtime=0) as f:
+        f.write((json.dumps(data, sort_keys=True) + "\n").encode("utf-8"))
+    return sum(len(t) for t in draws.values())
 
 
 @dataclass
@@ -447,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         spot = {area: count_cases(area, SPOT_TRACES, TUNED_SEED) for area in AREAS}
         write_committed(counted, MIN_TRACES, TUNED_SEED, spot=spot)
         print(f"wrote the counts of {len(counted)} areas to {COMMITTED}")
+        drawn = write_committed_draws(TUNED_SEED)
+        print(f"wrote the ci run's {drawn} differential traces (seed {TUNED_SEED}) beside them")
         return 0
     load_profile()
     low = 0
