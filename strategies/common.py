@@ -47,6 +47,7 @@ from harness.hypothesis_profiles import SEED_VAR, differential_budget, profile_n
 from harness.replay import replay_traces
 from harness.traces import I64_MAX, I64_MIN, PARTITIONED_REQUIRED_FIELDS, InvalidConfig, Item, Trace
 from reference.keyed_watermarks import CompactKeyedWatermarkConfig, config_from_trace, key_digest_words
+from strategies.provenance import draw_conditions, stale_sources
 
 AREA = "keyed_watermarks"
 
@@ -590,8 +591,6 @@ def draw_key_text(key: tuple[Any, ...]) -> str:
 def committed_draws(path: str = COMMITTED_DRAWS) -> dict[str, list[dict[str, Any]]]:
     """The committed draws by ``draw_key_text``, when they were drawn under this run's conditions
     (Hypothesis and Python versions) from the project's sources as they are now; else none."""
-    from strategies.generator_coverage import draw_conditions, stale_sources
-
     try:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             data = json.load(f)

@@ -60,7 +60,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gzip
-import hashlib
 import importlib
 import json
 import os
@@ -79,6 +78,7 @@ from harness.differential import run_safely
 from harness.reference_engine import ReferenceEngine
 from harness.traces import Item, Trace
 from strategies.common import LARGE_BATCH, LONG_TIE_RUN
+from strategies.provenance import PROJECT, draw_conditions, loaded_sources, stale_sources
 
 THRESHOLD = 0.05  # every case in at least 5% of an area's generated traces (seed 0)
 TUNED_SEED = 0  # the ci profile's seed: its draw is held to THRESHOLD exactly
@@ -276,7 +276,7 @@ RECORDED: dict[str, CaseCounts] = {}
 
 # ---- the committed counts of the ci draw ------------------------------------------------------
 
-_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PROJECT = PROJECT
 #: the counts of every area's ``ci`` draw (seed 0, MIN_TRACES traces), with what they were
 #: counted under and a hash of every project source file the count ran; a run uses them only
 #: while all of that is unchanged, else it counts (``--write-committed`` writes them again)
@@ -297,27 +297,6 @@ def count_conditions(traces: int, seed: int) -> dict[str, Any]:
         "seed": seed,
         "restart_positions": list(positions) if positions else None,
     }
-
-
-def draw_conditions() -> dict[str, Any]:
-    """What a committed draw depends on besides its key (parts, traces, seed, restart positions)
-    and the sources: the Hypothesis and Python versions."""
-    import hypothesis
-
-    return {"hypothesis": hypothesis.__version__, "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
-
-
-def _file_hash(relative: str) -> str:
-    try:
-        with open(os.path.join(_PROJECT, relative), "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return "missing"
-
-
-def stale_sources(data: dict[str, Any]) -> list[str]:
-    """The source files of the committed counts that changed since (or are gone)."""
-    return sorted(path for path, digest in data.get("sources", {}).items() if _file_hash(path) != digest)
 
 
 def committed_counts(
@@ -354,18 +333,6 @@ def write_committed(
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1, sort_keys=True)
         f.write("\n")
-
-
-def loaded_sources() -> dict[str, str]:
-    """The hash of every project module this process has loaded, by its path in the project."""
-    sources = {}
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if file and os.path.abspath(file).startswith(_PROJECT + os.sep) and file.endswith(".py"):
-            relative = os.path.relpath(os.path.abspath(file), _PROJECT)
-            if not relative.startswith((".", "build")):
-                sources[relative] = _file_hash(relative)
-    return dict(sorted(sources.items()))
 
 
 def write_committed_draws(seed: int, path: str | None = None) -> int:
