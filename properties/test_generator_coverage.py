@@ -12,14 +12,12 @@ is counted afresh and compared with it.
 from __future__ import annotations
 
 import functools
-import gzip
 import json
 from pathlib import Path
 
 import pytest
 
-from harness.hypothesis_profiles import differential_budget, profile_name, run_seed
-from strategies.common import COMMITTED_DRAWS, committed_draw, draw, draw_key
+from harness.hypothesis_profiles import profile_name, run_seed
 from strategies.generator_coverage import (
     AREAS,
     COMMITTED,
@@ -32,9 +30,7 @@ from strategies.generator_coverage import (
     count_cases,
     count_conditions,
     counted_for_this_run,
-    draw_conditions,
     stale_sources,
-    strategies_module,
 )
 
 REFRESH = "python -m strategies.generator_coverage --write-committed"
@@ -59,27 +55,6 @@ def test_the_committed_counts_come_from_the_sources_as_they_are() -> None:
     with open(COMMITTED, encoding="utf-8") as f:
         stale = stale_sources(json.load(f))
     assert not stale, f"changed since the committed counts: {stale}; refresh them: {REFRESH}"
-
-
-@pytest.mark.clauses("TR-13")
-def test_the_committed_draws_are_what_a_draw_gives() -> None:
-    """The ci run's differential traces are read from strategies/differential_draws.json.gz (about
-    a minute of one core less before the pre-run starts) while the sources and versions they were
-    drawn under are unchanged; one area a run is drawn afresh and must give them trace by trace.
-    Under another profile the draw's budget differs, so nothing is read."""
-    with gzip.open(COMMITTED_DRAWS, "rt", encoding="utf-8") as f:
-        data = json.load(f)
-    stale = stale_sources(data)
-    assert not stale, f"changed since the committed draws: {stale}; refresh them: {REFRESH}"
-    area = AREAS[run_seed() % len(AREAS)]
-    budget = differential_budget()
-    parts = strategies_module(area).DIFFERENTIAL
-    committed = committed_draw(draw_key(parts, budget.traces, TUNED_SEED, budget.restart_positions))
-    if profile_name() == "ci" and data["conditions"] == draw_conditions():
-        fresh = draw(parts, budget.traces, TUNED_SEED, budget.restart_positions)
-        assert committed is not None and [t.dumps() for t in committed] == [t.dumps() for t in fresh]
-    else:
-        assert committed is None
 
 
 @pytest.mark.clauses("TR-13")
