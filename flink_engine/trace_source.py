@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -62,18 +63,32 @@ def jar_path() -> Path:
     return jar
 
 
-def stream(env: Any, script: list[str], type_info: Any) -> Any:
+def add_jar(env: Any) -> None:
+    """Gives ``env``'s jobs the trace source's jar, once per environment."""
+    if env not in _ADDED:
+        env.add_jars(jar_path().as_uri())
+        _ADDED.add(env)
+
+
+_ADDED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def stream(
+    env: Any, script: list[str], type_info: Any, *, hold_open: bool = False, name: str = "trace partitions"
+) -> Any:
     """A DataStream replaying ``script`` (TraceSource's lines) through the Java source, each split
-    with Flink's watermark generator of the trace's partitions."""
+    with Flink's watermark generator of the trace's partitions; ``hold_open``: the source stays
+    open after the script (TraceSource.holdingOpen)."""
     from pyflink.common import WatermarkStrategy
     from pyflink.datastream.connectors import Source
     from pyflink.java_gateway import get_gateway
 
-    env.add_jars(jar_path().as_uri())
+    add_jar(env)
     java_class = get_gateway().jvm.eventtime.flink.TraceSource
-    source = Source(java_class("\n".join(script)))
+    text = "\n".join(script)
+    source = Source(java_class.holdingOpen(text) if hold_open else java_class(text))
     strategy = WatermarkStrategy(java_class.watermarkStrategy())
-    return env.from_source(source, strategy, "trace partitions", type_info)
+    return env.from_source(source, strategy, name, type_info)
 
 
 def line(action: str, split: str, row: tuple[Any, ...] = ()) -> str:

@@ -122,11 +122,9 @@ def run_all(cases: list[Prepared]) -> dict[tuple[int, int], int]:
     from pyflink.java_gateway import get_gateway
 
     env, _ = common.new_environment(JOB_SETTINGS)
-    env.add_jars(trace_source.jar_path().as_uri())
+    trace_source.add_jar(env)
     jvm = get_gateway().jvm
-    java_source = jvm.eventtime.flink.TraceSource
     row_type = Types.ROW_NAMED(common.FIELD_NAMES, common.field_types())
-    strategy = _strategy(java_source)
 
     def node(upstream: list[Any], run: int, index: int) -> Any:
         joined = upstream[0].union(*upstream[1:]) if len(upstream) > 1 else upstream[0]
@@ -142,8 +140,8 @@ def run_all(cases: list[Prepared]) -> dict[tuple[int, int], int]:
             for name in case.order:
                 i = case.nodes.index(name)
                 if name in case.sources:
-                    script = "\n".join(_script(case, run, name, prefix))
-                    source = _source(env, java_source, script, strategy, row_type, f"{run}/{name}")
+                    script = _script(case, run, name, prefix)
+                    source = trace_source.stream(env, script, row_type, hold_open=True, name=f"{run}/{name}")
                     out[name] = node([source], run, i)
                 else:
                     out[name] = node([out[u] for u in case.upstreams[name]], run, i)
@@ -163,18 +161,6 @@ def run_all(cases: list[Prepared]) -> dict[tuple[int, int], int]:
     took = time.monotonic() - started
     common.log(f"watermark propagation: one job, {run} runs of {len(cases)} cases, {took:.1f} s")
     return found
-
-
-def _strategy(java_source: Any) -> Any:
-    from pyflink.common import WatermarkStrategy
-
-    return WatermarkStrategy(java_source.watermarkStrategy())
-
-
-def _source(env: Any, java_source: Any, script: str, strategy: Any, row_type: Any, name: str) -> Any:
-    from pyflink.datastream.connectors import Source
-
-    return env.from_source(Source(java_source.holdingOpen(script)), strategy, name, row_type)
 
 
 def _spec(flink_watermark: int | None) -> int | None:
