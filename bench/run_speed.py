@@ -21,8 +21,8 @@ from the first variant's is reported as such.
     python bench/run_speed.py --workload scenarios --workload late_data --rounds 3 \\
         --variant before split_queries=false,concurrent_queries=1 --variant after concurrent_queries=3
 
-Run it with the test environment's variables (``HYPOTHESIS_PROFILE=ci``,
-``SPARK_ARROW_MAX_RECORDS_PER_BATCH=2``, ``PYTHONHASHSEED=0``), as tox runs the suites.
+Run it with the test environment's variables (``HYPOTHESIS_PROFILE=ci``, ``PYTHONHASHSEED=0``),
+as tox runs the suites.
 """
 
 from __future__ import annotations
@@ -130,23 +130,15 @@ def tree_cpu_seconds() -> dict[str, float]:
 def run_once(spark: Any, engine_settings: dict[str, Any], conf: dict[str, str], traces: list[Any]) -> tuple:
     from harness.engine import run_canonical
     from spark_impl.engine import SparkEngine
+    from spark_impl.session import settings_applied
 
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with settings_applied(spark, conf):
         engine = SparkEngine(spark, **engine_settings)
         cpu_before = tree_cpu_seconds()
         started = time.perf_counter()
         outputs = run_canonical(engine, traces)
         wall = time.perf_counter() - started
         cpu = {part: seconds - cpu_before.get(part, 0.0) for part, seconds in tree_cpu_seconds().items()}
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     return wall, cpu, [repr(o) if isinstance(o, Exception) else o for o in outputs]
 
 

@@ -106,14 +106,35 @@ class SparkEngine:
         concurrent_queries: int = DEFAULT_CONCURRENT_QUERIES,
         split_queries: bool = True,
         split_restarts: bool = False,
+        shuffle_partitions: int | None = None,
+        arrow_chunk_rows: int | None = None,
+        buckets: int | None = None,
     ) -> None:
         """``partitions``: input partitions per micro-batch. ``concurrent_queries``: how many of a
         run's queries run at once. ``split_queries=False`` sends every trace of a run through one
         query (every area, restarted after every batch any trace names); ``split_restarts=True``
-        splits each area's query into the traces with restart points and those without."""
+        splits each area's query into the traces with restart points and those without.
+
+        The physical layout, none of which may change an answer (TR-18): ``partitions``;
+        ``shuffle_partitions`` and ``arrow_chunk_rows`` (Spark's
+        ``spark.sql.execution.arrow.maxRecordsPerBatch``), set for this engine's queries only
+        when given (``query_settings``), else the session's; ``buckets``, every operator's bucket
+        count (default: each area's ``ENGINE_BUCKETS``)."""
         if concurrent_queries < 1:
             raise ValueError(f"concurrent_queries={concurrent_queries}: give a whole number >= 1")
+        layout = {"partitions": partitions, "shuffle_partitions": shuffle_partitions,
+                  "arrow_chunk_rows": arrow_chunk_rows, "buckets": buckets}  # fmt: skip
+        for name, value in layout.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name}={value!r}: give a whole number >= 1")
         self._spark = spark
+        self.query_settings = {
+            key: str(value) for key, value in (
+                ("spark.sql.shuffle.partitions", shuffle_partitions),
+                ("spark.sql.execution.arrow.maxRecordsPerBatch", arrow_chunk_rows),
+            ) if value is not None
+        }  # fmt: skip
+        self.buckets = buckets
         self.partitions = partitions
         self.concurrent_queries = concurrent_queries
         self.split_queries = split_queries
@@ -133,8 +154,12 @@ class SparkEngine:
         """Versions and settings of the run, for the reports."""
         from spark_impl.session import session_provenance
 
-        return {**session_provenance(self.spark), "engine": "spark_impl operators, one query per area",
-                "concurrent queries": str(self.concurrent_queries)}  # fmt: skip
+        return {
+            **session_provenance(self.spark), **self.query_settings,
+            "engine": "spark_impl operators, one query per area",
+            "concurrent queries": str(self.concurrent_queries), "input partitions": str(self.partitions),
+            "buckets": "each area's ENGINE_BUCKETS" if self.buckets is None else str(self.buckets),
+        }  # fmt: skip
 
     @property
     def spark(self) -> Any:
@@ -266,6 +291,7 @@ class SparkEngine:
     ) -> BaseException | None:
         """One query on the checkpoint in ``work``, from where it stopped to ``end_batch``;
         returns its failure, or None when it ended or was stopped."""
+        from spark_impl.session import query_settings
         from spark_impl.trace_source import SOURCE_NAME
 
         df = (
@@ -278,22 +304,24 @@ class SparkEngine:
         )
         mine = {tid: configs[tid] for tid in traces}
         checkpoint, sink = os.path.join(work, "checkpoint"), os.path.join(work, "sink")
-        streams = sink_step_streams(df, traces, mine)
-        if streams is not None:
-            # One stateful stage and the narrow step in the sink: each micro-batch to its own
-            # folder, which a batch Spark runs again overwrites.
-            def write(rows: Any, batch_id: int) -> None:
-                rows.write.mode("overwrite").parquet(os.path.join(sink, f"batch_id={batch_id}"))
+        streams = sink_step_streams(df, traces, mine, self.buckets)
 
-            # the inspection is _run_query's, at the first restart only
-            once = {"availableNow": True}
-            query = streams.foreach_batch(write, checkpoint, trigger=once, inspect_checkpoint=False)
-        else:
-            query = (
-                combined_output(df, traces, mine).writeStream.format("parquet")
-                .option("checkpointLocation", checkpoint).option("path", sink)
-                .outputMode("append").trigger(availableNow=True).start()
-            )  # fmt: skip
+        # One stateful stage and the narrow step in the sink: each micro-batch to its own
+        # folder, which a batch Spark runs again overwrites.
+        def write(rows: Any, batch_id: int) -> None:
+            rows.write.mode("overwrite").parquet(os.path.join(sink, f"batch_id={batch_id}"))
+
+        with query_settings(spark, self.query_settings):  # this engine's layout, for this query only
+            if streams is not None:
+                # the inspection is _run_query's, at the first restart only
+                once = {"availableNow": True}
+                query = streams.foreach_batch(write, checkpoint, trigger=once, inspect_checkpoint=False)
+            else:
+                query = (
+                    combined_output(df, traces, mine, self.buckets).writeStream.format("parquet")
+                    .option("checkpointLocation", checkpoint).option("path", sink)
+                    .outputMode("append").trigger(availableNow=True).start()
+                )  # fmt: skip
         runs.started(query)
         try:
             query.awaitTermination()
@@ -365,23 +393,33 @@ def _query_cost(traces: dict[str, tuple[int, Trace]]) -> tuple[int, int]:
     return (len(stops) + 1, batches)
 
 
-def combined_output(df: Any, traces: dict[str, tuple[int, Trace]], configs: dict[str, dict[str, Any]]) -> Any:
+def combined_output(
+    df: Any,
+    traces: dict[str, tuple[int, Trace]],
+    configs: dict[str, dict[str, Any]],
+    buckets: int | None = None,
+) -> Any:
     """The run's one output DataFrame: the input rows ``df`` (columns of INPUT_SCHEMA) split by
-    area, each area's operator (``engine_output``) on its own traces with their configs, the
-    outputs unioned by column name (``spark_impl.testing.faults`` builds its killed queries with it too)."""
+    area, each area's operator (``engine_output``, with ``buckets`` when given) on its own traces
+    with their configs, the outputs unioned by column name (``spark_impl.testing.faults`` builds
+    its killed queries with it too)."""
     from pyspark.sql import functions as F
 
     output = None
     for area in sorted({t.area for _, t in traces.values()}):
         mine = {tid: c for tid, c in configs.items() if traces[tid][1].area == area}
-        part = area_module(area).engine_output(df.filter(F.col("area") == area), mine)
+        layout = {} if buckets is None else {"buckets": buckets}
+        part = area_module(area).engine_output(df.filter(F.col("area") == area), mine, **layout)
         output = part if output is None else output.unionByName(part, allowMissingColumns=True)
     assert output is not None, "combined_output needs at least one trace"
     return output
 
 
 def sink_step_streams(
-    df: Any, traces: dict[str, tuple[int, Trace]], configs: dict[str, dict[str, Any]]
+    df: Any,
+    traces: dict[str, tuple[int, Trace]],
+    configs: dict[str, dict[str, Any]],
+    buckets: int | None = None,
 ) -> Any | None:
     """For a query of one area whose module has ``engine_streams`` (an operator whose per-stream
     step can run in the sink): that operator's streams over ``df``; None for any other query."""
@@ -391,7 +429,7 @@ def sink_step_streams(
     module = area_module(next(iter(areas)))
     if not hasattr(module, "engine_streams"):
         return None
-    streams = module.engine_streams(df, configs)
+    streams = module.engine_streams(df, configs, **({} if buckets is None else {"buckets": buckets}))
     return streams if streams.sink_step is not None else None
 
 

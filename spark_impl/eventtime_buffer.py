@@ -1090,7 +1090,8 @@ ENGINE_BUCKETS = 3
 
 
 def engine_streams(
-    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
 ) -> EventtimeBufferStreams:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, raw cells
     as JSON; the engine writes a query of this area alone through ``foreach_batch`` (one stateful
@@ -1101,14 +1102,17 @@ def engine_streams(
     return eventtime_buffer(
         df, eventtime_col="raw", raw_is_json=True, key_col="key",
         value_col="value", stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time",
-        batch_col="batch", messages_col="messages", stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
+        batch_col="batch", messages_col="messages", stream_configs=stream_configs, buckets=buckets,
         seq_unique=seq_unique,
     )  # fmt: skip
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_output(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
+) -> Any:
     """``engine_streams``'s combined stream with both stages (``output``)."""
-    return engine_streams(df, stream_configs, seq_unique).output
+    return engine_streams(df, stream_configs, seq_unique, buckets).output
 
 
 # ---- the same stages without Spark (tests of the pure code) ---------------------------------

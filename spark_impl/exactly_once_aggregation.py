@@ -929,7 +929,8 @@ ENGINE_BUCKETS = 3
 
 
 def engine_streams(
-    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
 ) -> ExactlyOnceAggregationStreams:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace; the
     engine writes a query of this area alone through ``foreach_batch`` (the narrow step in the
@@ -941,13 +942,16 @@ def engine_streams(
     return exactly_once_aggregation(
         df, producer_col="producer", partition_col="partition", sequence_col="sequence", key_col="key",
         amount_col="amount", kind_col="kind", seq_col="seq", batch_col="batch", stream_id_col="trace_id",
-        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
+        stream_configs=stream_configs, buckets=buckets, seq_unique=seq_unique,
     )  # fmt: skip
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_output(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
+) -> Any:
     """``engine_streams``'s combined stream with every stage (``output``)."""
-    return engine_streams(df, stream_configs, seq_unique).output
+    return engine_streams(df, stream_configs, seq_unique, buckets).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------

@@ -762,7 +762,8 @@ ENGINE_BUCKETS = 3
 
 
 def engine_streams(
-    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
 ) -> LateDataStreams:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace; the
     engine writes a query of this area alone through ``foreach_batch`` (one stateful stage, the
@@ -774,13 +775,16 @@ def engine_streams(
     return late_data(
         df, event_time_col="event_time", source_col="source", kind_col="kind", seq_col="seq",
         time_col="time", stream_id_col="trace_id", batch_col="batch", stream_configs=stream_configs,
-        buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
+        buckets=buckets, seq_unique=seq_unique,
     )  # fmt: skip
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_output(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
+) -> Any:
     """``engine_streams``'s combined stream with both stages (``output``)."""
-    return engine_streams(df, stream_configs, seq_unique).output
+    return engine_streams(df, stream_configs, seq_unique, buckets).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------

@@ -1434,8 +1434,13 @@ __all__ = [
 ]
 
 
+ENGINE_BUCKETS = 3
+ENGINE_BLOCK_PARTITIONS = 2
+
+
 def engine_streams(
-    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
 ) -> PartitionedWatermarkStreams:
     """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream
     per trace; the engine writes a query of this area alone through ``foreach_batch`` (one
@@ -1448,15 +1453,15 @@ def engine_streams(
     return partitioned_watermarks(
         df, source_col="source", partition_col="partition", event_time_col="event_time",
         stream_id_col="trace_id", seq_col="seq", kind_col="kind", time_col="time", count_col="count",
-        core_col="core", batch_col="batch", stream_configs=stream_configs, buckets=ENGINE_BUCKETS,
+        core_col="core", batch_col="batch", stream_configs=stream_configs, buckets=buckets,
         block_partitions=ENGINE_BLOCK_PARTITIONS, seq_unique=seq_unique,
     )  # fmt: skip
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_output(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
+) -> Any:
     """``engine_streams``'s combined stream with both stages (``output``)."""
-    return engine_streams(df, stream_configs, seq_unique).output
+    return engine_streams(df, stream_configs, seq_unique, buckets).output
 
-
-ENGINE_BUCKETS = 3
-ENGINE_BLOCK_PARTITIONS = 2

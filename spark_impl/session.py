@@ -13,9 +13,9 @@ Settings (both modes): the RocksDB state store provider (required by
 ``SPARK_SHUFFLE_PARTITIONS`` (default 2) or the ``shuffle_partitions``
 argument, the UI and console progress bar off, and
 ``spark.sql.execution.arrow.maxRecordsPerBatch`` from
-``SPARK_ARROW_MAX_RECORDS_PER_BATCH`` when set (the test environments set it
-to 2, so every group reaches an operator as many Arrow chunks; Spark's default
-is 10,000). Workers run this
+``SPARK_ARROW_MAX_RECORDS_PER_BATCH`` when set (Spark's default is 10,000; the
+suites run a selection of traces again at chunks of one row through
+``query_settings``, properties/test_layouts.py). Workers run this
 interpreter: ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` are set to
 ``sys.executable`` before the session starts.
 
@@ -27,12 +27,14 @@ set, not with a Java stack trace when the query starts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -120,6 +122,38 @@ def get_spark(shuffle_partitions: int | None = None) -> Any:
         register(spark)
         _session = spark
         return spark
+
+
+_settings_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def settings_applied(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` on ``spark``'s SQL conf for the ``with`` block, the old values back after it."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextlib.contextmanager
+def query_settings(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
+    """Starts the queries of the ``with`` block with ``settings`` (``settings_applied``). A
+    streaming query runs on a copy of its session taken when it starts, so the settings stay
+    with the query whatever the session holds later; the lock keeps two such blocks from mixing
+    their settings (TR-18: a layout per query)."""
+    if not settings:
+        yield
+        return
+    with _settings_lock, settings_applied(spark, settings):
+        yield
 
 
 #: the settings of a session that decide its answers or its speed, shown with an engine's run

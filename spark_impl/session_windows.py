@@ -1117,7 +1117,8 @@ def native_session_report(spark: Any, trace: Any) -> dict[str, list[dict[str, in
 
 
 def engine_streams(
-    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
 ) -> SessionWindowStreams:
     """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per
     trace, the timers table on (the conformance run compares it), and the engine's small layout;
@@ -1127,14 +1128,17 @@ def engine_streams(
     return session_windows(
         df, key_col="key", event_time_col="event_time", gap_ms=1, stream_id_col="trace_id", seq_col="seq",
         kind_col="kind", value_col="value", batch_col="batch", stream_configs=stream_configs,
-        report_timers=True, buckets=ENGINE_BUCKETS, block_sessions=ENGINE_BLOCK_SESSIONS,
+        report_timers=True, buckets=buckets, block_sessions=ENGINE_BLOCK_SESSIONS,
         chunk_rows=ENGINE_CHUNK_ROWS, seq_unique=seq_unique,
     )  # fmt: skip
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_output(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
+) -> Any:
     """``engine_streams``'s combined stream with every stage (``output``)."""
-    return engine_streams(df, stream_configs, seq_unique).output
+    return engine_streams(df, stream_configs, seq_unique, buckets).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------

@@ -799,7 +799,8 @@ ENGINE_BUCKETS = 3
 
 
 def engine_streams(
-    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
 ) -> WatermarkPropagationStreams:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, its graph
     from the trace config; the engine writes a query of this area alone through
@@ -811,13 +812,16 @@ def engine_streams(
     return watermark_propagation(
         df, nodes=[], edges=[], node_col="key", event_time_col="event_time", watermark_col="time",
         stream_id_col="trace_id", seq_col="seq", kind_col="kind", batch_col="batch",
-        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
+        stream_configs=stream_configs, buckets=buckets, seq_unique=seq_unique,
     )  # fmt: skip
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_output(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
+) -> Any:
     """``engine_streams``'s combined stream with both stages (``output``)."""
-    return engine_streams(df, stream_configs, seq_unique).output
+    return engine_streams(df, stream_configs, seq_unique, buckets).output
 
 
 # ---- Spark's own watermark over two sources, for comparison ------------------------

@@ -1145,7 +1145,8 @@ ENGINE_BUCKETS = 3
 
 
 def engine_streams(
-    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
 ) -> WindowJoinStreams:
     """The harness engine's call (spark_impl.engine.area_module): one stream per trace, its rows
     carrying their side; the engine writes a query of this area alone through ``foreach_batch``
@@ -1156,14 +1157,17 @@ def engine_streams(
     return window_join_rows(
         df, side_col="side", key_col="key", time_col="event_time", value_col="value", kind_col="kind",
         watermark_col="time", seq_col="seq", batch_col="batch", stream_id_col="trace_id",
-        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, seq_unique=seq_unique,
+        stream_configs=stream_configs, buckets=buckets, seq_unique=seq_unique,
         join="tumbling_tumbling", size_ms=10,
     )  # fmt: skip
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_output(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
+) -> Any:
     """``engine_streams``'s combined stream with both stages (``output``)."""
-    return engine_streams(df, stream_configs, seq_unique).output
+    return engine_streams(df, stream_configs, seq_unique, buckets).output
 
 
 # ---- the state layout as a checkpoint holds it (read by spark_impl/checkpoints.py) ----------

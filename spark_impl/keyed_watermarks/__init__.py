@@ -519,8 +519,13 @@ __all__ = [
 ]
 
 
+ENGINE_BUCKETS = 3
+ENGINE_BLOCK_KEYS = 2
+
+
 def engine_streams(
-    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
 ) -> KeyedWatermarkStreams:
     """The harness engine's call (spark_impl.engine.area_module): its input columns, one stream per
     trace; the engine writes a query of this area alone through ``foreach_batch`` (one stateful
@@ -533,18 +538,18 @@ def engine_streams(
     return keyed_watermarks(
         df, key_col="key", event_time_col="event_time", stream_id_col="trace_id", seq_col="seq",
         kind_col="kind", value_col="value", time_col="time", batch_col="batch",
-        stream_configs=stream_configs, buckets=ENGINE_BUCKETS, block_keys=ENGINE_BLOCK_KEYS,
+        stream_configs=stream_configs, buckets=buckets, block_keys=ENGINE_BLOCK_KEYS,
         seq_unique=seq_unique,
     )  # fmt: skip
 
 
-def engine_output(df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True) -> Any:
+def engine_output(
+    df: Any, stream_configs: Mapping[str, Mapping[str, Any]], seq_unique: bool = True,
+    buckets: int = ENGINE_BUCKETS,
+) -> Any:
     """``engine_streams``'s combined stream with both stages (``output``), the spec's tables only
     (the metrics table is the operator's own)."""
     from pyspark.sql import functions as F
 
-    return engine_streams(df, stream_configs, seq_unique).output.filter(F.col("output") != "metrics")
+    return engine_streams(df, stream_configs, seq_unique, buckets).output.filter(F.col("output") != "metrics")
 
-
-ENGINE_BUCKETS = 3
-ENGINE_BLOCK_KEYS = 2
