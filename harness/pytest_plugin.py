@@ -265,6 +265,12 @@ def chosen_engines(config: pytest.Config) -> list[str]:
     return list(config.stash[_RUNS].engine_ids)
 
 
+def session_scenario_traces(config: pytest.Config, engine_id: str) -> list[Trace]:
+    """The distinct traces of this session's selected scenarios that run on ``engine_id``, in
+    collection order (what its pre-run sends for the scenarios)."""
+    return list(scenario_traces(config.stash[_RUNS].items, engine_id)[0].values())
+
+
 _RUNS = pytest.StashKey["EngineRuns"]()
 _RESULTS = pytest.StashKey[dict[str, "TestResult"]]()
 _SPARK_ONLY_CLAUSES = pytest.StashKey[set[str]]()

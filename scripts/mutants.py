@@ -9,8 +9,9 @@ the tree and runs its area's Spark suites on it, stopping at the first failure.
 The catalogue, ``mutants/catalogue.toml``, holds realistic bugs of ``spark_impl/``: each an exact
 snippet of one file and its replacement, the area whose suites should catch it (``shared`` ones
 name the areas whose operators use the code). A mutant is killed when its suites fail:
-``features/test_<area>.py``, ``properties/test_<area>.py``, ``tests/test_spark_<area>*.py`` and
-the sink step's tests, which every operator's ``write_tables`` runs (``SINK_STEP_TESTS``), on
+``features/test_<area>.py``, ``properties/test_<area>.py``, ``tests/test_spark_<area>*.py``,
+the sink step's tests, which every operator's ``write_tables`` runs (``SINK_STEP_TESTS``), and
+the layout test, which runs the area's scenarios again under another layout (``LAYOUT_TESTS``), on
 ``--engine spark`` with the test job's Hypothesis profile. The script prints, per mutant, the
 test that killed it and the time it took, then the kill rate per area and its own run time, and
 writes them to ``reports/mutants.json``. It exits 0 whatever survives: it measures, it does not
@@ -78,12 +79,14 @@ def suites(areas: tuple[str, ...]) -> list[str]:
             f"tests/test_spark_{area}*.py",
         ):
             found += sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(pattern))
-    return list(dict.fromkeys([*found, SINK_STEP_TESTS]))
+    return list(dict.fromkeys([*found, SINK_STEP_TESTS, LAYOUT_TESTS]))
 
 
 #: spark_impl.scaleout.SinkStep's own tests (on keyed watermarks): the code every area's
 #: write_tables and the engine run
 SINK_STEP_TESTS = "tests/test_spark_sink_step.py"
+#: the areas' scenarios again under another physical layout (TR-18), on the selected areas' traces
+LAYOUT_TESTS = "properties/test_layouts.py"
 
 
 def copy_tree(into: Path) -> None:

@@ -1,0 +1,111 @@
+"""One trace, one answer, however Spark lays out the work (spec/traces.md TR-18).
+
+The session's Spark pre-run answers every trace at the suites' layout: 2 shuffle partitions,
+each area's ``ENGINE_BUCKETS`` buckets, Spark's default Arrow chunks and one input partition,
+no restart but those a trace names. Here the scenarios' traces run again on a ``SparkEngine``
+with one factor of that layout changed (``LAYOUTS``), all areas in one ``engine.run`` call, and
+every table of every trace must equal the pre-run's answer, row for row. The pre-run's answers
+are the scenarios' own, which the scenarios compare with the oracle, so an answer that changes
+with a layout fails here even where the oracle was never asked about that layout.
+
+| profile | layouts |
+|---|---|
+| ci, dev | chunks of one row: every group reaches its operator one row at a time |
+| thorough | every layout of ``LAYOUTS`` |
+
+Chunks of one row are the test job's layout because the pre-run itself runs at Spark's default
+of 10,000 rows, where almost every group of a trace arrives as one chunk: without this run the
+code that joins a group's chunks would go untried in the test job.
+
+The traces: each selected scenario's trace with at most ``MOST_BATCHES`` batches and, for the
+restart layout, with restart points after every batch. A trace with restart points of its own
+is left to TR-5's tests (a query of this run restarts wherever any of its traces asks). Only
+Spark has a physical layout to change, so the test is ``test_spark_*``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from harness.hypothesis_profiles import profile_name
+from harness.outputs import Output
+from harness.pytest_plugin import prerun_engine, session_scenario_traces
+from harness.traces import Trace
+
+#: a layout: the SparkEngine settings it changes (TR-18's factors, one at a time), or the restarts
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "arrow-chunks-of-1-row": {"arrow_chunk_rows": 1},
+    "arrow-chunks-of-2-rows": {"arrow_chunk_rows": 2},
+    "1-shuffle-partition": {"shuffle_partitions": 1},
+    "8-shuffle-partitions": {"shuffle_partitions": 8},
+    "1-bucket": {"buckets": 1},
+    # "many": the operators' own default at 8 shuffle partitions (scaleout.BUCKETS_PER_PARTITION x 8)
+    "32-buckets": {"buckets": 32},
+    "3-input-partitions": {"partitions": 3},
+    "a-restart-after-every-batch": {},
+}
+TEST_JOB_LAYOUTS = ("arrow-chunks-of-1-row",)
+RESTART_EVERY_BATCH = "a-restart-after-every-batch"
+#: traces with more batches make every query of the run as long as they are
+MOST_BATCHES = 3
+
+
+def layouts() -> tuple[str, ...]:
+    return tuple(LAYOUTS) if profile_name() == "thorough" else TEST_JOB_LAYOUTS
+
+
+def layout_traces(config: pytest.Config) -> list[Trace]:
+    """The selected scenarios' traces this file runs again: valid or not (a refused config
+    must stay refused), at most MOST_BATCHES batches, no restart points of their own."""
+    return [
+        t for t in session_scenario_traces(config, "spark")
+        if not t.restart_after and len(t.batches) <= MOST_BATCHES
+    ]  # fmt: skip
+
+
+def restarted_after_every_batch(trace: Trace) -> Trace:
+    return replace(trace, restart_after=frozenset(range(len(trace.batches) - 1)))
+
+
+def differences(base: Output | Exception, got: Output | Exception) -> list[str]:
+    """What differs between two answers to one trace, table by table (rows as sorted lists)."""
+    if isinstance(base, Exception) or isinstance(got, Exception):
+        same = type(base) is type(got) and str(base) == str(got)
+        return [] if same else [f"answer: {base!r} at the suites' layout, {got!r} here"]
+    out = []
+    for table in sorted(set(base) | set(got)):
+        want, have = sorted(base.get(table, []), key=repr), sorted(got.get(table, []), key=repr)
+        if want != have:
+            missing = [r for r in want if r not in have][:3]
+            extra = [r for r in have if r not in want][:3]
+            out.append(f"{table}: {len(want)} rows at the suites' layout, {len(have)} here; "
+                       f"missing here {missing}, only here {extra}")  # fmt: skip
+    return out
+
+
+@pytest.mark.clauses("TR-18")
+@pytest.mark.parametrize("layout", layouts())
+def test_spark_an_answer_does_not_depend_on_the_layout(layout: str, request: pytest.FixtureRequest) -> None:
+    from spark_impl.engine import SparkEngine
+
+    traces = layout_traces(request.config)
+    if not traces:
+        pytest.fail("no selected scenario has a trace for this run: select a feature file with it")
+    base = prerun_engine(request.config, "spark").run(traces)
+    sent = [restarted_after_every_batch(t) for t in traces] if layout == RESTART_EVERY_BATCH else traces
+    engine = SparkEngine(**LAYOUTS[layout])
+    got = engine.run(sent)
+    failures = []
+    for trace, want, have in zip(traces, base, got, strict=True):
+        found = differences(want, have)
+        if found:
+            failures.append(f"{trace.area} / {trace.name}:\n    " + "\n    ".join(found))
+    seconds = round(engine.last_run_seconds or 0, 1)
+    request.node.user_properties += [("traces", len(traces)), ("seconds", seconds)]
+    assert not failures, (
+        f"{len(failures)} of {len(traces)} traces answer differently with {layout} (TR-18):\n"
+        + "\n".join(failures[:10])
+    )
