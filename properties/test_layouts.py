@@ -98,14 +98,17 @@ def test_spark_an_answer_does_not_depend_on_the_layout(layout: str, request: pyt
     sent = [restarted_after_every_batch(t) for t in traces] if layout == RESTART_EVERY_BATCH else traces
     engine = SparkEngine(**LAYOUTS[layout])
     got = engine.run(sent)
-    failures = []
+    failures: list[str] = []
+    first: Trace | None = None
     for trace, want, have in zip(traces, base, got, strict=True):
         found = differences(want, have)
         if found:
             failures.append(f"{trace.area} / {trace.name}:\n    " + "\n    ".join(found))
+            first = first or trace
     seconds = round(engine.last_run_seconds or 0, 1)
     request.node.user_properties += [("traces", len(traces)), ("seconds", seconds)]
     assert not failures, (
         f"{len(failures)} of {len(traces)} traces answer differently with {layout} (TR-18):\n"
         + "\n".join(failures[:10])
+        + ("" if first is None else f"\nThe first of them, to run alone: {first.describe()}")
     )
