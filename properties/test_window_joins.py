@@ -27,7 +27,6 @@ output with the oracle's; a difference is shrunk and printed as a scenario.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import replace
 from typing import Any
 
@@ -36,9 +35,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.engine import run_canonical
-from harness.hypothesis_profiles import differential_budget, run_seed
 from harness.outputs import TABLES, Row
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
+from properties import batch_cuts
+from properties.batch_cuts import batch_ends, draw_cuts, item_places
 from reference.window_joins import (
     JoinEvent,
     JoinPair,
@@ -52,7 +52,7 @@ from reference.window_joins import (
     run_trace,
     validate_config,
 )
-from strategies.common import check_generated, fold_restarts, generate
+from strategies.common import check_generated
 from strategies.window_joins import (
     AREA,
     DIFFERENTIAL,
@@ -179,34 +179,17 @@ def test_restart_points_change_nothing(trace: Trace) -> None:
     assert run_trace(trace) == outputs[0] == outputs[1]
 
 
-def _positions(trace: Trace) -> dict[tuple[int, int], int]:
-    out: dict[tuple[int, int], int] = {}
-    for b, batch in enumerate(trace.batches):
-        for s in range(len(batch)):
-            out[(b, s)] = len(out)
-    return out
-
-
 def _by_position(trace: Trace, out: Output) -> dict[str, Any]:
     """The tables with each (batch, seq) replaced by the item's place in the whole trace, and the
     progress rows keyed by how many items the trace had seen at the end of their batch."""
-    at = _positions(trace)
+    at = item_places(trace)
     pairs = sorted((at[(r[0], r[1])], *r[2:3], at[(r[3], r[4])], *r[5:7], at[(r[7], r[8])], *r[9:])
                    for r in out["pairs"])  # fmt: skip
     late = sorted((at[(r[0], r[1])], *r[2:]) for r in out["late"])
     errors = sorted((at[(r[0], r[1])], r[2]) for r in out["errors"])
-    ends = [sum(len(batch) for batch in trace.batches[: b + 1]) for b in range(len(trace.batches))]
+    ends = batch_ends(trace)
     progress = {ends[r[0]]: r[1:] for r in out["progress"]}
     return {"pairs": pairs, "late": late, "errors": errors, "progress": progress}
-
-
-def _recut(trace: Trace, cuts: list[int], restarts: frozenset[int]) -> Trace:
-    """The same items cut after the given numbers of items (sorted), restarted after the given
-    batches of the new cut."""
-    items = [item for batch in trace.batches for item in batch]
-    bounds = [0, *cuts, len(items)]
-    batches = tuple(tuple(items[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
-    return replace(trace, batches=batches, restart_after=restarts - {len(cuts)}, name=f"{trace.name} re-cut")
 
 
 def _recut_differences(trace: Trace, out: Output, recut: Trace, again: Output) -> list[str]:
@@ -226,32 +209,16 @@ def _recut_differences(trace: Trace, out: Output, recut: Trace, again: Output) -
 def test_batch_cuts_change_nothing_but_the_numbering(trace: Trace, data: st.DataObject) -> None:
     """The same items cut into other batches (empty ones included): the same pairs, late rows and
     error rows item for item, and the same progress wherever both traces end a batch."""
-    items = sum(len(batch) for batch in trace.batches)
-    cuts = sorted(data.draw(st.lists(st.integers(0, items), max_size=6)))
-    recut = _recut(trace, cuts, data.draw(st.frozensets(st.integers(0, len(cuts)))))
-    assert not _recut_differences(trace, run_trace(trace), recut, run_trace(recut))
+    twin = draw_cuts(data, trace)
+    assert not _recut_differences(trace, run_trace(trace), twin, run_trace(twin))
 
 
 RECUT_TRACES = 16
 
 
 def recut_pairs() -> list[tuple[Trace, Trace]]:
-    """Generated traces of every join and each one's re-cut twin: up to six cuts anywhere, a
-    restart after some of the new batches (the same on every call). Restart points sit on the
-    profile's boundaries, as the differential traces' do: each other boundary would cost the
-    engine's whole query of the area a restart."""
-    positions = differential_budget().restart_positions
-    pairs = []
-    for trace in generate(st.one_of(*(_traces(join) for join in JOINS)), RECUT_TRACES, run_seed() + 3):
-        rng = random.Random(trace.dumps())
-        items = sum(len(batch) for batch in trace.batches)
-        cuts = sorted(rng.randint(0, items) for _ in range(rng.randint(1, 6)))
-        restarts = frozenset(b for b in range(len(cuts)) if rng.random() < 0.3)
-        twin = _recut(trace, cuts, restarts)
-        if positions:
-            trace, twin = fold_restarts(trace, positions), fold_restarts(twin, positions)
-        pairs.append((trace, twin))
-    return pairs
+    """Generated traces of every join and each one's re-cut twin (properties.batch_cuts)."""
+    return batch_cuts.recut_pairs(st.one_of(*(_traces(join) for join in JOINS)), RECUT_TRACES, salt=3)
 
 
 def recut_traces() -> list[Trace]:
