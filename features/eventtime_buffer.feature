@@ -264,6 +264,49 @@ Feature: Event-time reorder buffer
         | restarts from its checkpoint   |
         | keeps running                  |
 
+    @VELO-R25 @VELO-R14 @VELO-R16 @VELO-R17 @VELO-R19 @VELO-R22 @VELO-R24 @TR-5
+    Scenario: A first batch cut after one tuple instead of three drops the tuple at 20 too, and ends with the same watermark and buffer
+      The items of the restart scenario above, the first batch ending after a at 150 instead
+      of after c at 20, and the restart moved after the second batch. The first batch's target
+      is 50 (150 - 100) as before, but it releases nothing: a is above it. b, c, d, e and f
+      are now one collection judged by 50, so c at 20 is late as well as e at 50 (R14): above,
+      c was kept because it came with a, before any watermark. The second batch raises the
+      maximum to 260 and the target to 160 and releases b and d (100, in arrival order) and a.
+      After all six items the stage stands as it did above (R25): watermark 160, maximum 260,
+      f buffered, every other tuple released or dropped. Only the late rows, c no longer
+      released, and late_dropped_count (2, was 1) tell the cuts apart; watermark_emitted_count
+      is 2 in both.
+      Given an event-time watermark stage reading column ts as unixtimestamp_ms with a late tolerance of 100 ms
+      When these events arrive in one batch:
+        | key | raw | value |
+        | a   | 150 | 1     |
+      When these events arrive in the next batch:
+        | key | raw | value |
+        | b   | 100 | 2     |
+        | c   | 20  | 3     |
+        | d   | 100 | 4     |
+        | e   | 50  | 5     |
+        | f   | 260 | 6     |
+      When the engine restarts from its checkpoint
+      When an empty batch passes
+      Then the output stream is:
+        | batch | kind      | key | event_time | value | watermark | arrival_batch | arrival_seq |
+        | 0     | watermark | -   | -          | -     | 50        | -             | -           |
+        | 1     | tuple     | b   | 100        | 2     | -         | 1             | 0           |
+        | 1     | tuple     | d   | 100        | 4     | -         | 1             | 2           |
+        | 1     | tuple     | a   | 150        | 1     | -         | 0             | 0           |
+        | 1     | watermark | -   | -          | -     | 160       | -             | -           |
+      And the late table is:
+        | batch | seq | key | event_time | watermark |
+        | 1     | 1   | c   | 20         | 50        |
+        | 1     | 3   | e   | 50         | 50        |
+      And the progress table is:
+        | batch | watermark | max_timestamp_seen | buffer_size | late_dropped_count | watermark_emitted_count |
+        | 0     | 50        | 150                | 1           | 0                  | 1                       |
+        | 1     | 160       | 260                | 1           | 2                  | 2                       |
+        | 2     | 160       | 260                | 1           | 2                  | 2                       |
+      And there are no errors
+
     @VELO-R21 @VELO-R16 @VELO-R17 @VELO-R22 @VELO-R24 @TR-14 @TR-5
     Scenario Outline: The end releases everything buffered in event-time order, then the final watermark I64_MAX
       Without the end, the second batch would raise the watermark to 5000 (6000 - 1000)

@@ -1042,6 +1042,43 @@ Feature: Keyed watermarks
         | restarts from its checkpoint   |
         | keeps running                  |
 
+    @F065-R39 @F065-R3 @F065-R8 @F065-R16 @F065-R21 @F065-R22 @TR-5
+    Scenario: The same events in one batch give the same verdicts and windows, and one global advance for three
+      The events of the first windows scenario, no longer cut into three batches. Each is still
+      judged by k's watermark just before it, so 10500 is late by 11000; the windows [0, 10000)
+      and [10000, 20000) still fire with the same counts and sums, both now at the end of the
+      one segment, where k's watermark is 20000. Only the global advances differ: three batches
+      were three updates, each raising the global watermark (to 7000, 11000 and 20000); one
+      batch is one update, from none to 20000, so one advance. Five events raised k's
+      watermark either way.
+      Given keyed watermarks with a bounded delay of 5000 ms and tumbling windows of 10000 ms
+      When these events arrive in one batch:
+        | key | event_time | value |
+        | k   | 1000       | 1     |
+        | k   | 9000       | 2     |
+        | k   | 12000      | 4     |
+        | k   | 16000      | 8     |
+        | k   | 10500      | 16    |
+        | k   | 25000      | 32    |
+      Then the verdicts are:
+        | batch | seq | key | event_time | key_watermark | verdict |
+        | 0     | 0   | k   | 1000       | -             | on time |
+        | 0     | 1   | k   | 9000       | -4000         | on time |
+        | 0     | 2   | k   | 12000      | 4000          | on time |
+        | 0     | 3   | k   | 16000      | 7000          | on time |
+        | 0     | 4   | k   | 10500      | 11000         | late    |
+        | 0     | 5   | k   | 25000      | 11000         | on time |
+      And the windows are:
+        | batch | key | window_start | window_end | count | sum |
+        | 0     | k   | 0            | 10000      | 2     | 3   |
+        | 0     | k   | 10000        | 20000      | 2     | 12  |
+      And the key changes are:
+        | batch | key | watermark | state  |
+        | 0     | k   | 20000     | active |
+      And the progress is:
+        | batch | global_watermark | total_keys | active_keys | idle_keys | evicted_keys | global_advances | key_advances |
+        | 0     | 20000            | 1          | 1           | 0         | 0            | 1               | 5            |
+
   Rule: The end of the stream
 
     @F065-R38 @F065-R21 @F065-R9 @F065-R17 @F065-R23 @F065-R24 @TR-14 @TR-5

@@ -566,6 +566,65 @@ Feature: Late data
         | restarts from its checkpoint   |
         | keeps running                  |
 
+    @OXL-R19 @OXL-R14 @OXL-R17 @OXL-R18 @TR-5
+    Scenario: The same items cut after the first watermark give the same rows, numbered in their new batches
+      The items of the restart scenario above, cut after the watermark 1050 instead of after
+      the event at 20, with the restart moved there too. Batch 0 keeps the event at 500 (no
+      watermark yet: on time, window [0, 1000) open, since it closes at 1000 + 100) and the
+      watermark 1050. In batch 1 the event at 10 is still allowed late under 1050, 2000 still
+      closes [0, 1000) with 2 events, 1999 is allowed late in [1000, 2000), 20 and 500 still go
+      to the side channel as positions 0 and 1, now both drained at the end of batch 1, the clock
+      600 still goes back from 700 and the watermark 1999 still regresses from 2000, and 3100
+      closes [1000, 2000). Each row's place in the whole trace is the one it had: the closing
+      item of [0, 1000) is still item 4, the side output 20 still item 6. The new progress row of
+      batch 0 counts what its three items did; batch 1 ends after all eleven items and its row
+      equals the last row of the restart scenario.
+      Given late data configured with:
+        | setting          | value      |
+        | policy           | SideOutput |
+        | channel          | late       |
+        | window_size      | 1000       |
+        | allowed_lateness | 100        |
+      When these items arrive in one batch:
+        | kind      | source | event_time | time |
+        | clock     |        |            | 700  |
+        | event     | 1      | 500        |      |
+        | watermark | 1      |            | 1050 |
+      And the engine restarts from its checkpoint
+      And these items arrive in the next batch:
+        | kind      | source | event_time | time |
+        | event     | 1      | 10         |      |
+        | watermark | 1      |            | 2000 |
+        | event     | 1      | 1999       |      |
+        | event     | 1      | 20         |      |
+        | clock     |        |            | 600  |
+        | watermark | 1      |            | 1999 |
+        | event     | 1      | 500        |      |
+        | watermark | 1      |            | 3100 |
+      Then the errors are:
+        | batch | seq | reason               |
+        | 1     | 4   | clock_went_backwards |
+        | 1     | 5   | watermark_regressed  |
+      And the judged events are:
+        | batch | seq | event_time | watermark | verdict      | lateness | assigned_time | channel |
+        | 0     | 1   | 500        | -         | on time      | -        | 500           | -       |
+        | 1     | 0   | 10         | 1050      | allowed late | 1040     | 10            | -       |
+        | 1     | 2   | 1999       | 2000      | allowed late | 1        | 1999          | -       |
+        | 1     | 3   | 20         | 2000      | side output  | 1980     | -             | late    |
+        | 1     | 6   | 500        | 2000      | side output  | 1500     | -             | late    |
+      And the side outputs are:
+        | batch | channel | position | seq | event_time |
+        | 1     | late    | 0        | 3   | 20         |
+        | 1     | late    | 1        | 6   | 500        |
+      And the windows are:
+        | batch | seq | source | window_start | window_end | watermark | count |
+        | 1     | 1   | 1      | 0            | 1000       | 2000      | 2     |
+        | 1     | 7   | 1      | 1000         | 2000       | 3100      | 1     |
+      And the progress is:
+        | batch | on_time | allowed_late | reassigned | dropped | side_output | open_windows |
+        | 0     | 1       | 0            | 0          | 0       | 0           | 1            |
+        | 1     | 1       | 2            | 0          | 0       | 2           | 0            |
+
   Rule: The object API (oracle-only)
 
     @oracle-only @OXL-R13 @TR-10

@@ -898,6 +898,58 @@ Feature: Per-partition watermarks
         | restarts from its checkpoint |
         | keeps running                |
 
+    @F064-R25 @F064-R20 @F064-R16 @F064-R7 @F064-R21 @TR-5
+    Scenario: A batch end splits a step, so the combined watermark is evaluated there too
+      The items of the scenario "Consecutive updates are one step", with its first run of
+      updates cut in two after the event of 0/1 at 2000. A batch end ends a step, so the
+      combined watermark is evaluated there as well: 1000, once both partitions have one, then
+      2500 at the end of the run, which the uncut run reached in one advance. The last batch is
+      as before. After the same items the combined watermark, the partitions and the sources are
+      the same; watermark_advances is one higher from the cut on (2 after the first four
+      updates, 4 at the end). The one update that reactivates an idle partition (0/0 at 6000)
+      is a step of its own and does not bring the candidate below 5000, so no cut of these
+      items could move the combined watermark itself.
+      Given partitioned watermarks with the default configuration
+      When source 0 is registered with 2 partitions
+      And these items arrive in the next batch:
+        | kind      | source | partition | event_time | time |
+        | watermark | 0      | 0         |            | 1000 |
+        | event     | 0      | 1         | 2000       |      |
+      And these items arrive in the next batch:
+        | kind      | source | partition | event_time | time |
+        | watermark | 0      | 0         |            | 3000 |
+        | event     | 0      | 1         | 2500       |      |
+      And these items arrive in the next batch:
+        | kind      | source | partition | event_time | time |
+        | watermark | 0      | 0         |            | 4000 |
+        | clock     |        |           |            | 0    |
+        | watermark | 0      | 1         |            | 5000 |
+        | idle      | 0      | 0         |            |      |
+        | event     | 0      | 0         | 6000       |      |
+      Then the progress is:
+        | batch | combined_watermark | total_partitions | active_partitions | idle_partitions | watermark_advances | rebalances |
+        | 0     | -                  | 2                | 2                 | 0               | 0                  | 0          |
+        | 1     | 1000               | 2                | 2                 | 0               | 1                  | 0          |
+        | 2     | 2500               | 2                | 2                 | 0               | 2                  | 0          |
+        | 3     | 5000               | 2                | 2                 | 0               | 4                  | 0          |
+      And the partition changes are:
+        | batch | source | partition | watermark | state  | core |
+        | 0     | 0      | 0         | -         | active | -    |
+        | 0     | 0      | 1         | -         | active | -    |
+        | 1     | 0      | 0         | 1000      | active | -    |
+        | 1     | 0      | 1         | 2000      | active | -    |
+        | 2     | 0      | 0         | 3000      | active | -    |
+        | 2     | 0      | 1         | 2500      | active | -    |
+        | 3     | 0      | 0         | 6000      | active | -    |
+        | 3     | 0      | 1         | 5000      | active | -    |
+      And the source changes are:
+        | batch | source | watermark | active_partitions |
+        | 0     | 0      | -         | 2                 |
+        | 1     | 0      | 1000      | 2                 |
+        | 2     | 0      | 2500      | 2                 |
+        | 3     | 0      | 5000      | 2                 |
+      And there are no errors
+
   Rule: Configuration
 
     @F064-R24 @TR-6

@@ -499,6 +499,68 @@ Feature: Session windows closed by the watermark, with timers that survive resta
         | keeps running                |
         | restarts from its checkpoint |
 
+    @F017E-R24 @F017E-R7 @F017E-R8 @F017E-R12 @F017E-R17 @TR-5
+    Scenario: The same items cut into other batches close the same sessions in the batch of the same event
+      The items of the restart outline above, cut after a at 0 and b at 100, after c at 4000
+      and after c at 9000, with no empty batch and with restarts after batches 0 and 2. Event by
+      event nothing changes: a at 2500 (watermark 500) opens [2500, 3500), a at 1000 and b at
+      1100 still grow [0, 2000) and [100, 2100), and c at 4000 (watermark 2000) opens
+      [4000, 5000). c at 9000 (watermark 7000) still closes its own key's session by the
+      watermark and the timers 2200, 2300 and 3700 of a, b and a by their timers; it is now the
+      only item of batch 2, so the four sessions are emitted in batch 2 instead of 3. a at 2000
+      is still late against 7000, now as seq 0 of batch 3 (item 7 of the trace, as seq 1 was).
+      Batch 1 ends after the same six items as batches 1 and 2 of the outline, so its timers
+      and progress equal theirs; batch 3 ends after all eight items and equals the outline's
+      batch 3. Batches 0 and 2 end where the outline has no batch end: their rows are new.
+      Given session windows configured with:
+        | setting          | value |
+        | gap              | 1000  |
+        | bounded_delay    | 2000  |
+        | allowed_lateness | 200   |
+      When these events arrive in one batch:
+        | key | event_time | value |
+        | a   | 0          | 1     |
+        | b   | 100        | 2     |
+      And the engine restarts from its checkpoint
+      And these events arrive in the next batch:
+        | key | event_time | value |
+        | a   | 2500       | 3     |
+        | a   | 1000       | 4     |
+        | b   | 1100       | 5     |
+        | c   | 4000       | 6     |
+      And these events arrive in the next batch:
+        | key | event_time | value |
+        | c   | 9000       | 7     |
+      And the engine restarts from its checkpoint
+      And these events arrive in the next batch:
+        | key | event_time | value |
+        | a   | 2000       | 8     |
+      Then the sessions table is:
+        | batch | key | session_start | session_end | count | sum | reason    |
+        | 2     | a   | 0             | 2000        | 2     | 5   | timer     |
+        | 2     | a   | 2500          | 3500        | 1     | 3   | timer     |
+        | 2     | b   | 100           | 2100        | 2     | 7   | timer     |
+        | 2     | c   | 4000          | 5000        | 1     | 6   | watermark |
+      And the late table is:
+        | batch | seq | key | event_time | watermark | verdict     |
+        | 3     | 0   | a   | 2000       | 7000      | late_output |
+      And the timers table is:
+        | batch | key | session_start | trigger_time |
+        | 0     | a   | 0             | 1200         |
+        | 0     | b   | 100           | 1300         |
+        | 1     | a   | 0             | 2200         |
+        | 1     | a   | 2500          | 3700         |
+        | 1     | b   | 100           | 2300         |
+        | 1     | c   | 4000          | 5200         |
+        | 2     | c   | 9000          | 10200        |
+        | 3     | c   | 9000          | 10200        |
+      And the progress table is:
+        | batch | watermark | open_sessions | sessions_closed_by_timer | sessions_closed_by_watermark | late_events |
+        | 0     | -1900     | 2             | 0                        | 0                            | 0           |
+        | 1     | 2000      | 4             | 0                        | 0                            | 0           |
+        | 2     | 7000      | 1             | 3                        | 1                            | 0           |
+        | 3     | 7000      | 1             | 3                        | 1                            | 1           |
+
     @oracle-only @F017E-R16 @F017E-R15 @F017E-R13 @TR-10
     Scenario: Restore re-registers every pending timer in a new timer service, once
       The seed's unit test: one event at 500 with a watermark delay of 100 ms, a checkpoint,

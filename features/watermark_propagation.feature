@@ -589,3 +589,56 @@ Feature: Watermark generation, alignment and propagation
         | action                       |
         | restarts from its checkpoint |
         | keeps running                |
+
+    @OXW-R21 @OXW-R2 @OXW-R12 @OXW-R13 @OXW-R18 @OXW-R19 @TR-5
+    Scenario: The same items cut after the first and the fifth, with an empty batch between, give the same rows renumbered
+      The items of the restart scenario above, cut into four batches instead of two and
+      restarted after the second. Each item is judged as before, against what the items before
+      it left: 400 and 450 are regressions against a's 500, wherever the batch starts; b's
+      generator emits at its second event, 300, the largest time so far 900 minus 10; join
+      gets 500 then 600. Only the batch and seq change: 400 was (0, 1), now (1, 0); the
+      emission at 300 was (1, 1), now (1, 3); 600 was (1, 2), now (3, 0). Progress after all
+      six items is the two-batch run's last row. The rows after one item, after five and after
+      the empty batch are new; the two-batch run's row after three items (I64_MIN, I64_MIN,
+      one violation) has no counterpart here.
+      Given watermark propagation configured with:
+        | setting             | value                          |
+        | nodes               | ["a", "b", "join"]             |
+        | edges               | [["a", "join"], ["b", "join"]] |
+        | advance_threshold   | 2                              |
+        | max_out_of_order_ms | 10                             |
+      When these items arrive in one batch:
+        | kind      | key | time | event_time |
+        | watermark | a   | 500  |            |
+      And these items arrive in the next batch:
+        | kind      | key | time | event_time |
+        | watermark | a   | 400  |            |
+        | event     | b   |      | 900        |
+        | watermark | a   | 450  |            |
+        | event     | b   |      | 300        |
+      And the engine restarts from its checkpoint
+      And an empty batch passes
+      And these items arrive in the next batch:
+        | kind      | key | time | event_time |
+        | watermark | a   | 600  |            |
+      Then the generated table is:
+        | batch | seq | key | watermark |
+        | 1     | 3   | b   | 890       |
+      And the violations table is:
+        | batch | seq | key | watermark | reason     |
+        | 1     | 0   | a   | 400       | regression |
+        | 1     | 2   | a   | 450       | regression |
+      And the watermarks table is:
+        | batch | seq | key  | watermark |
+        | 0     | 0   | a    | 500       |
+        | 1     | 3   | b    | 890       |
+        | 1     | 3   | join | 500       |
+        | 3     | 0   | a    | 600       |
+        | 3     | 0   | join | 600       |
+      And the progress table is:
+        | batch | aligned_watermark | global_watermark | violation_count |
+        | 0     | I64_MIN           | I64_MIN          | 0               |
+        | 1     | 500               | 500              | 2               |
+        | 2     | 500               | 500              | 2               |
+        | 3     | 600               | 600              | 2               |
+      And there are no errors

@@ -55,7 +55,7 @@ SHOWN: dict[str, AreaClauses] = {
         tables={
             "events": TableClauses(
                 key=("batch", "seq"),
-                rows=("F065-R22", "F065-R23"),  # one row per well-formed event
+                rows=("F065-R22", "F065-R23", "F065-R39"),  # one row per well-formed event
                 columns={
                     "key": ("F065-R22",),
                     "event_time": ("F065-R22",),
@@ -70,7 +70,7 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "progress": TableClauses(
                 key=("batch",),
-                rows=("F065-R22",),
+                rows=("F065-R22", "F065-R39"),
                 columns={
                     "global_watermark": ("F065-R5", "F065-R6", "F065-R7"),
                     # R25: idle keys stay tracked; R15: a rejected key is not added
@@ -92,6 +92,7 @@ SHOWN: dict[str, AreaClauses] = {
                 rows=(
                     "F065-R1", "F065-R2", "F065-R9", "F065-R10", "F065-R11", "F065-R12", "F065-R13",
                     "F065-R14", "F065-R17", "F065-R22",
+                    "F065-R39",
                 ),
                 columns={
                     "watermark": ("F065-R2", "F065-R4", "F065-R12", "F065-R17"),  # null once removed
@@ -103,11 +104,11 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "windows": TableClauses(
                 key=("batch", "key", "window_start"),
-                rows=("F065-R21",),
+                rows=("F065-R21", "F065-R39"),
                 columns={"window_end": ("F065-R21",), "count": ("F065-R21",), "sum": ("F065-R21",)},
             ),
             "errors": TableClauses(
-                key=("batch", "seq"), rows=("F065-R23",), columns={"reason": ("F065-R23",)}
+                key=("batch", "seq"), rows=("F065-R23", "F065-R39"), columns={"reason": ("F065-R23",)}
             ),
         },
     ),
@@ -116,7 +117,7 @@ SHOWN: dict[str, AreaClauses] = {
         tables={
             "progress": TableClauses(
                 key=("batch",),
-                rows=("F064-R21",),
+                rows=("F064-R21", "F064-R25"),
                 columns={
                     # R20: one evaluation per step, so a step's intermediate candidates never count
                     "combined_watermark": ("F064-R6", "F064-R7", "F064-R8", "F064-R13", "F064-R20"),
@@ -137,6 +138,7 @@ SHOWN: dict[str, AreaClauses] = {
                 rows=(
                     "F064-R2", "F064-R3", "F064-R4", "F064-R5", "F064-R9", "F064-R10", "F064-R11", "F064-R12",
                     "F064-R13", "F064-R17", "F064-R21",
+                    "F064-R25",
                 ),
                 columns={
                     "watermark": ("F064-R3", "F064-R4", "F064-R5"),
@@ -150,6 +152,7 @@ SHOWN: dict[str, AreaClauses] = {
                 rows=(
                     "F064-R3", "F064-R4", "F064-R6", "F064-R8", "F064-R9", "F064-R10", "F064-R11", "F064-R14",
                     "F064-R15", "F064-R21",
+                    "F064-R25",
                 ),
                 columns={
                     "watermark": ("F064-R6", "F064-R8", "F064-R14"),
@@ -161,7 +164,10 @@ SHOWN: dict[str, AreaClauses] = {
             # R22's reasons name the refusals of R1, R2, R4, R12, R17; R13: no error for an untracked removal
             "errors": TableClauses(
                 key=("batch", "seq"),
-                rows=("F064-R1", "F064-R2", "F064-R4", "F064-R12", "F064-R13", "F064-R17", "F064-R22"),
+                rows=(
+                    "F064-R1", "F064-R2", "F064-R4", "F064-R12", "F064-R13", "F064-R17", "F064-R22",
+                    "F064-R25",
+                ),
                 columns={
                     "reason": (
                         "F064-R1", "F064-R2", "F064-R4", "F064-R12", "F064-R13", "F064-R17", "F064-R22",
@@ -177,7 +183,7 @@ SHOWN: dict[str, AreaClauses] = {
                 # an open session is named by key and start (R13); a wrong start is a missing row
                 key=("batch", "key", "session_start"),
                 # R1: sessions of two keys never meet
-                rows=("F017E-R1", "F017E-R2", "F017E-R3", "F017E-R7", "F017E-R13", "F017E-R14"),
+                rows=("F017E-R1", "F017E-R2", "F017E-R3", "F017E-R7", "F017E-R13", "F017E-R14", "F017E-R24"),
                 columns={
                     "session_end": ("F017E-R2", "F017E-R3"),
                     "count": ("F017E-R1", "F017E-R3", "F017E-R4"),
@@ -187,7 +193,7 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "late": TableClauses(
                 key=("batch", "seq"),
-                rows=("F017E-R10",),
+                rows=("F017E-R10", "F017E-R24"),
                 columns={
                     "key": ("F017E-R19",),
                     "event_time": ("F017E-R19",),
@@ -197,12 +203,12 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "timers": TableClauses(
                 key=("batch", "key", "session_start"),
-                rows=("F017E-R2", "F017E-R3", "F017E-R7", "F017E-R12"),  # one per open session
+                rows=("F017E-R2", "F017E-R3", "F017E-R7", "F017E-R12", "F017E-R24"),  # one per open session
                 columns={"trigger_time": ("F017E-R2", "F017E-R12")},
             ),
             "progress": TableClauses(
                 key=("batch",),
-                rows=("F017E-R19",),
+                rows=("F017E-R19", "F017E-R24"),
                 columns={
                     "watermark": ("F017E-R5",),
                     "open_sessions": ("F017E-R3", "F017E-R7", "F017E-R9"),
@@ -212,7 +218,7 @@ SHOWN: dict[str, AreaClauses] = {
                 },
             ),
             "errors": TableClauses(
-                key=("batch", "seq"), rows=("F017E-R20",), columns={"reason": ("F017E-R20",)}
+                key=("batch", "seq"), rows=("F017E-R20", "F017E-R24"), columns={"reason": ("F017E-R20",)}
             ),
         },
     ),
@@ -221,23 +227,23 @@ SHOWN: dict[str, AreaClauses] = {
         tables={
             "generated": TableClauses(
                 key=("batch", "seq", "key"),
-                rows=("OXW-R1", "OXW-R2"),
+                rows=("OXW-R1", "OXW-R2", "OXW-R21"),
                 columns={"watermark": ("OXW-R2", "OXW-R3")},
             ),
             "watermarks": TableClauses(
                 key=("batch", "seq", "key"),
                 # a row per changed output: accepted source updates (R12), re-emissions (R13, R14)
-                rows=("OXW-R12", "OXW-R13", "OXW-R14", "OXW-R15", "OXW-R18"),
+                rows=("OXW-R12", "OXW-R13", "OXW-R14", "OXW-R15", "OXW-R18", "OXW-R21"),
                 columns={"watermark": ("OXW-R12", "OXW-R13", "OXW-R15")},
             ),
             "violations": TableClauses(
                 key=("batch", "seq", "key"),
-                rows=("OXW-R12",),
+                rows=("OXW-R12", "OXW-R21"),
                 columns={"watermark": ("OXW-R12",), "reason": ("OXW-R12",)},
             ),
             "progress": TableClauses(
                 key=("batch",),
-                rows=("OXW-R18",),
+                rows=("OXW-R18", "OXW-R21"),
                 columns={
                     "aligned_watermark": ("OXW-R5", "OXW-R6", "OXW-R7", "OXW-R8"),
                     "global_watermark": ("OXW-R6", "OXW-R7", "OXW-R16"),  # R16 applies R6, R7 to sinks
@@ -246,7 +252,9 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             # R11: not_a_source and unknown nodes; R17: the checks and their order
             "errors": TableClauses(
-                key=("batch", "seq"), rows=("OXW-R11", "OXW-R17"), columns={"reason": ("OXW-R11", "OXW-R17")}
+                key=("batch", "seq"),
+                rows=("OXW-R11", "OXW-R17", "OXW-R21"),
+                columns={"reason": ("OXW-R11", "OXW-R17")},
             ),
         },
     ),
@@ -255,7 +263,7 @@ SHOWN: dict[str, AreaClauses] = {
         tables={
             "events": TableClauses(
                 key=("batch", "seq"),
-                rows=("OXL-R9", "OXL-R16"),  # one row per well-formed event
+                rows=("OXL-R9", "OXL-R16", "OXL-R19"),  # one row per well-formed event
                 columns={
                     "source": ("OXL-R2",),
                     "event_time": ("OXL-R9",),
@@ -268,7 +276,7 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "side_outputs": TableClauses(
                 key=("batch", "seq"),  # the routed event, not its computed position
-                rows=("OXL-R8", "OXL-R14"),
+                rows=("OXL-R8", "OXL-R14", "OXL-R19"),
                 columns={
                     "channel": ("OXL-R8",),
                     "position": ("OXL-R13", "OXL-R14"),
@@ -280,7 +288,7 @@ SHOWN: dict[str, AreaClauses] = {
                 # a window closes at most once (R12), so source and start name it; the closing
                 # batch and seq are values a wrong closing rule changes
                 key=("source", "window_start"),
-                rows=("OXL-R10", "OXL-R12"),  # R10: whether it ever closes
+                rows=("OXL-R10", "OXL-R12", "OXL-R19"),  # R10: whether it ever closes
                 columns={
                     "batch": ("OXL-R10", "OXL-R12"),
                     "seq": ("OXL-R10", "OXL-R12"),
@@ -291,7 +299,7 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "progress": TableClauses(
                 key=("batch",),
-                rows=("OXL-R17",),
+                rows=("OXL-R17", "OXL-R19"),
                 columns={
                     "on_time": ("OXL-R4", "OXL-R17"),
                     "allowed_late": ("OXL-R10", "OXL-R11", "OXL-R17"),
@@ -303,7 +311,9 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             # R16: the reasons and their order; R3: watermark_regressed
             "errors": TableClauses(
-                key=("batch", "seq"), rows=("OXL-R3", "OXL-R16"), columns={"reason": ("OXL-R3", "OXL-R16")}
+                key=("batch", "seq"),
+                rows=("OXL-R3", "OXL-R16", "OXL-R19"),
+                columns={"reason": ("OXL-R3", "OXL-R16")},
             ),
         },
     ),
@@ -315,7 +325,10 @@ SHOWN: dict[str, AreaClauses] = {
                 # a tuple released in the wrong batch or not at all is a missing row
                 key=("batch", "kind", "arrival_batch", "arrival_seq", "watermark"),
                 # R20: clock items emit nothing in event-time mode; R21: the flush at the end
-                rows=("VELO-R9", "VELO-R12", "VELO-R14", "VELO-R16", "VELO-R17", "VELO-R20", "VELO-R21"),
+                rows=(
+                    "VELO-R9", "VELO-R12", "VELO-R14", "VELO-R16", "VELO-R17", "VELO-R20", "VELO-R21",
+                    "VELO-R25",
+                ),
                 columns={
                     "key": ("VELO-R15", "VELO-R17"),
                     "event_time": ("VELO-R5", "VELO-R9", "VELO-R10", "VELO-R11", "VELO-R15", "VELO-R17"),
@@ -325,7 +338,7 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "late": TableClauses(
                 key=("batch", "seq"),
-                rows=("VELO-R13", "VELO-R14", "VELO-R19"),  # R19: the exact drop bound
+                rows=("VELO-R13", "VELO-R14", "VELO-R19", "VELO-R25"),  # R19: the exact drop bound
                 columns={
                     "key": ("VELO-R14",),
                     "event_time": ("VELO-R5", "VELO-R10", "VELO-R11"),
@@ -334,7 +347,7 @@ SHOWN: dict[str, AreaClauses] = {
             ),
             "progress": TableClauses(
                 key=("batch",),
-                rows=("VELO-R23",),
+                rows=("VELO-R23", "VELO-R25"),
                 columns={
                     "watermark": ("VELO-R9", "VELO-R13", "VELO-R16"),
                     "max_timestamp_seen": ("VELO-R12", "VELO-R13", "VELO-R14", "VELO-R22"),
@@ -346,7 +359,7 @@ SHOWN: dict[str, AreaClauses] = {
             # R12 and the tuple reasons of R5, R11; R23: malformed items
             "errors": TableClauses(
                 key=("batch", "seq"),
-                rows=("VELO-R5", "VELO-R11", "VELO-R12", "VELO-R23"),
+                rows=("VELO-R5", "VELO-R11", "VELO-R12", "VELO-R23", "VELO-R25"),
                 columns={"reason": ("VELO-R5", "VELO-R11", "VELO-R12", "VELO-R23")},
             ),
         },

@@ -11,18 +11,24 @@ clause names; the helpers here do the cutting and the renumbering those comparis
 * ``batch_ends``: how many items a trace has seen at the end of each batch, so per-batch rows
   can be compared wherever both cuts end a batch after the same items;
 * ``recut_pairs``: generated traces and their twins, the same on every call of a run, for the
-  on-engine properties that join the session's pre-run.
+  on-engine properties that join the session's pre-run;
+* ``kept_differences``: where two cuts' projections differ, tables whole and per-batch rows at
+  the batch ends both cuts share;
+* ``check_twins_on_the_engine``: one engine run of every pair, each pair's answers compared.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from hypothesis import strategies as st
 
+from harness.engine import Engine, run_canonical
 from harness.hypothesis_profiles import differential_budget, run_seed
+from harness.outputs import Output
 from harness.traces import Trace
 from strategies.common import fold_restarts, generate
 
@@ -86,4 +92,46 @@ def recut_pairs(strategy: st.SearchStrategy[Trace], count: int, salt: int) -> li
     return pairs
 
 
-__all__ = ["MAX_CUTS", "batch_ends", "draw_cuts", "item_places", "recut", "recut_pairs"]
+def kept_differences(
+    one: Mapping[str, Any], other: Mapping[str, Any], whole: Sequence[str], at_ends: Sequence[str] = ()
+) -> list[str]:
+    """Where two cuts' projections differ: each table of ``whole`` compared entire, each of
+    ``at_ends`` (a dict from items seen at a batch end to what the table says there) compared
+    only at the ends both cuts have."""
+    problems = [f"{t}: {one[t]} against {other[t]}" for t in whole if one[t] != other[t]]
+    for table in at_ends:
+        common = sorted(one[table].keys() & other[table].keys())
+        problems += [
+            f"{table} after {n} items: {one[table][n]} against {other[table][n]}"
+            for n in common
+            if one[table][n] != other[table][n]
+        ]
+    return problems
+
+
+def check_twins_on_the_engine(
+    engine: Engine,
+    pairs: Sequence[tuple[Trace, Trace]],
+    differences: Callable[[Trace, Output, Trace, Output], list[str]],
+) -> None:
+    """Runs every trace and twin of ``pairs`` in one engine run and fails at the first pair whose
+    answers ``differences`` tells apart (a refusal must be the same error type in both)."""
+    outputs = run_canonical(engine, [t for pair in pairs for t in pair])
+    for (trace, twin), out, again in zip(pairs, outputs[::2], outputs[1::2], strict=True):
+        if isinstance(out, Exception) or isinstance(again, Exception):
+            assert type(out) is type(again), f"{trace.describe()}\n{out!r} against {again!r}"
+            continue
+        problems = differences(trace, out, twin, again)
+        assert not problems, f"{trace.describe()}\nre-cut:\n{twin.describe()}\n" + "\n".join(problems)
+
+
+__all__ = [
+    "MAX_CUTS",
+    "batch_ends",
+    "check_twins_on_the_engine",
+    "draw_cuts",
+    "item_places",
+    "kept_differences",
+    "recut",
+    "recut_pairs",
+]

@@ -4,7 +4,10 @@ The invariants run the oracle (reference/eventtime_buffer.py) on generated
 disordered streams (strategies/eventtime_buffer.py), some of which
 end (TR-14), and check the spec's promises on its output: the order key and
 the watermark contract, the exact late rule, stable ties, conservation of
-tuples, the end, restarts. The differential test feeds
+tuples, the end, restarts; batch cuts (VELO-R25): a re-cut twin changes only
+which tuples are late and what follows from it, a split drops only more, on
+the oracle and on every engine, with planted batch-dependent stages the
+comparison must still convict. The differential test feeds
 every engine chosen with ``--engine`` (except the reference) the generated
 traces in ONE ``run`` call and compares each output with the oracle's.
 """
@@ -21,6 +24,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_sub
+from properties import batch_cuts
+from properties.batch_cuts import batch_ends, draw_cuts, item_places, recut
 from reference.eventtime_buffer import (
     BUILTIN_TYPES,
     PARSER_CATALOGUE,
@@ -228,6 +233,189 @@ def test_late_exactly_at_or_below_the_watermark_of_the_batch_start(trace: Trace)
 @given(TRACES)
 def test_a_restarted_run_reports_what_an_uninterrupted_run_reports(trace: Trace) -> None:
     assert _run(trace) == _run(replace(trace, restart_after=frozenset()))
+
+
+# ---- batch cuts (VELO-R25) -------------------------------------------------------------------
+
+Output = dict[str, list[Any]]
+
+
+def _what_a_cut_keeps(trace: Trace, out: Output) -> dict[str, Any]:
+    """What VELO-R25 leaves alone when the items are cut into other batches, every (batch, seq)
+    read as the item's place in the whole trace: the error rows and error items; each tuple's fate
+    (dropped with its watermark, or released with its key, time and value) beside the watermark it
+    was judged by (none in processing-time mode, R9); and, after every batch, keyed by how many
+    items the trace had seen, the progress columns a cut leaves alone (all of them in
+    processing-time mode), the tuples released or dropped by then and, in processing-time mode,
+    the watermarks emitted by then."""
+    at, ends = item_places(trace), batch_ends(trace)
+    batch_of = {place: b for (b, _), place in at.items()}
+    event_time = bool(trace.config.get("eventtime_enabled"))
+    wm_after = {r[0]: r[1] for r in out["progress"]}
+    judged_by = {p: wm_after.get(b - 1) if event_time else None for p, b in batch_of.items()}
+    fates: dict[int, tuple[Any, ...]] = {}
+    left: list[tuple[int, int]] = []  # (batch, place) of every tuple released or dropped
+    for r in out["emitted"]:
+        if r[1] == "tuple":
+            fates[at[(r[7], r[8])]] = ("released", r[2], r[3], r[4])
+            left.append((r[0], at[(r[7], r[8])]))
+    for b, s, key, ts, wm in out["late"]:
+        fates[at[(b, s)]] = ("dropped", key, ts, wm)
+        left.append((b, at[(b, s)]))
+    marks = [(r[0], r[5]) for r in out["emitted"] if r[1] == "watermark"]
+    by_end: dict[int, Any] = {}
+    for b, n in enumerate(ends):
+        # event time: watermark, max_timestamp_seen and buffer_size; processing time: every column
+        rows = frozenset(tuple(r[1:4] if event_time else r[1:]) for r in out["progress"] if r[0] == b)
+        done = frozenset(p for lb, p in left if lb <= b)
+        emitted = () if event_time else tuple(sorted(w for mb, w in marks if mb <= b))
+        by_end.setdefault(n, set()).add((rows, done, emitted))
+    return {
+        "errors": sorted((at[(b, s)], reason) for b, s, reason in out["errors"]),
+        "error items": sorted(  # place, key, value, reason
+            (at[(r[7], r[8])], r[2], r[4], r[6]) for r in out["emitted"] if r[1] == "error"
+        ),
+        "fates": fates,
+        "judged by": judged_by,
+        "after": by_end,
+    }
+
+
+def _cut_differences(trace: Trace, out: Output, twin: Trace, again: Output) -> list[str]:
+    """Where two cuts' answers differ in what VELO-R25 says no cut changes."""
+    one, other = _what_a_cut_keeps(trace, out), _what_a_cut_keeps(twin, again)
+    problems = [f"{name}: {one[name]} against {other[name]}" for name in ("errors", "error items")
+                if one[name] != other[name]]  # fmt: skip
+    # R14 may give a tuple another fate only when its batch starts at another watermark
+    same_judge = [p for p, w in one["judged by"].items() if other["judged by"].get(p, w) == w]
+    problems += [f"the tuple at place {p}: {one['fates'].get(p)} against {other['fates'].get(p)}"
+                 for p in same_judge if one["fates"].get(p) != other["fates"].get(p)]  # fmt: skip
+    problems += [f"after {n} items: {one['after'][n]} against {other['after'][n]}"
+                 for n in sorted(one["after"].keys() & other["after"].keys())
+                 if one["after"][n] != other["after"][n]]  # fmt: skip
+    return problems
+
+
+@pytest.mark.clauses("VELO-R25", "VELO-R14", "VELO-R16", "VELO-R9", "VELO-R20", "VELO-R24", "TR-5")
+@given(TRACES, st.data())
+def test_batch_cuts_change_only_which_tuples_are_late_and_the_watermarks_in_between(
+    trace: Trace, data: st.DataObject
+) -> None:
+    """The same items cut into other batches (split, merged, empty ones added, restarts moved): the
+    same errors and error items item for item, the same fate for every tuple judged by the same
+    watermark, and wherever both cuts end a batch the same watermark, maximum, buffer and tuples
+    done with (in processing-time mode every progress column and watermark)."""
+    twin = draw_cuts(data, trace)
+    out, again = _run(trace), _run(twin)
+    assert (out is None) == (again is None)
+    if out is not None and again is not None:
+        assert not _cut_differences(trace, out, twin, again)
+
+
+@pytest.mark.clauses("VELO-R25", "VELO-R14", "VELO-R19", "VELO-R13", "VELO-R16")
+@given(TRACES, st.data())
+def test_splitting_batches_can_only_drop_more_tuples_and_one_batch_drops_none(
+    trace: Trace, data: st.DataObject
+) -> None:
+    """A split starts some batches after more items, at a watermark as high or higher (R14): every
+    tuple the trace drops, its split drops too; the whole trace in one batch starts without a
+    watermark and drops nothing (R13); and the split emits no fewer watermarks (R16)."""
+    ends = batch_ends(trace)[:-1]
+    items = sum(len(batch) for batch in trace.batches)
+    extra = data.draw(st.lists(st.integers(0, items), max_size=4), label="splits")
+    split = recut(trace, sorted([*ends, *extra]))
+    out, finer, whole = _run(trace), _run(split), _run(recut(trace, []))
+    if out is None or finer is None or whole is None:
+        return
+    dropped = {item_places(trace)[(b, s)] for b, s, *_ in out["late"]}
+    assert dropped <= {item_places(split)[(b, s)] for b, s, *_ in finer["late"]}
+    assert not whole["late"]
+    # R16: one target per collection, so a split emits no fewer watermarks and one batch no more
+    emitted = [max(o["progress"])[5] for o in (whole, out, finer)]
+    assert emitted == sorted(emitted)
+
+
+RECUT_TRACES = 8
+
+
+def recut_pairs() -> list[tuple[Trace, Trace]]:
+    """Generated streams, some ending, and each one's re-cut twin (properties.batch_cuts)."""
+    return batch_cuts.recut_pairs(ENDING_TRACES, RECUT_TRACES, salt=15)
+
+
+def recut_traces() -> list[Trace]:
+    return [t for pair in recut_pairs() for t in pair]
+
+
+# the traces and their twins join the session's pre-run
+@pytest.mark.prerun_traces.with_args(recut_traces)  # with_args: the one argument is a function
+@pytest.mark.clauses("VELO-R25", "VELO-R14", "VELO-R16", "VELO-R9", "VELO-R20", "VELO-R24", "TR-5")
+def test_batch_cuts_change_only_which_tuples_are_late_and_the_watermarks_in_between_on_the_engine(
+    engine_under_test: Any,
+) -> None:
+    """The engine's answer to a stream and to its re-cut twin, compared as on the oracle above."""
+    pairs = recut_pairs()
+    assert len(pairs) == RECUT_TRACES
+    batch_cuts.check_twins_on_the_engine(engine_under_test, pairs, _cut_differences)
+
+
+def _first_row_of_each_batch_lost(trace: Trace, out: Output) -> Output:
+    """A stage that loses whatever the first row of each batch gives (an offset read one past)."""
+    return {
+        **out,
+        "emitted": [r for r in out["emitted"] if r[8] != 0],
+        "late": [r for r in out["late"] if r[1] != 0],
+        "errors": [r for r in out["errors"] if r[1] != 0],
+    }
+
+
+def _progress_from_the_batch_start(trace: Trace, out: Output) -> Output:
+    """A progress row that carries the watermark its batch started with (read before the batch)."""
+    progress, before = [], None
+    for r in sorted(out["progress"]):
+        progress.append((r[0], before, *r[2:]))
+        before = r[1]
+    return {**out, "progress": progress}
+
+
+def _stamped_with_the_clock_at_the_batch_start(trace: Trace, out: Output) -> Output:
+    """Processing-time tuples stamped with the clock as it stood when the batch began (a clock
+    read per micro-batch, as Spark's batch timestamp is): R9 stamps each at its arrival. The
+    clock at a batch's start is one past the last clock watermark of the batches before it."""
+    if trace.config.get("eventtime_enabled"):
+        return out
+    clock_marks = sorted((r[0], r[5]) for r in out["emitted"] if r[1] == "watermark" and r[5] < I64_MAX)
+    emitted = []
+    for r in out["emitted"]:
+        before = [w for b, w in clock_marks if b < r[0]]
+        emitted.append((*r[:3], before[-1] + 1 if before else 0, *r[4:]) if r[1] == "tuple" else r)
+    return {**out, "emitted": emitted}
+
+
+def _in_processing_time(trace: Trace) -> Trace:
+    return replace(trace, config={**trace.config, "eventtime_enabled": False})
+
+
+PLANTED = [
+    _first_row_of_each_batch_lost,
+    _progress_from_the_batch_start,
+    _stamped_with_the_clock_at_the_batch_start,
+]
+
+
+@pytest.mark.clauses("VELO-R25", "VELO-R9", "VELO-R14", "VELO-R22")
+@pytest.mark.parametrize("planted", PLANTED)
+def test_the_batch_cut_comparison_convicts_a_buffer_that_depends_on_its_batches(planted: Any) -> None:
+    """The comparison above excuses late rows, counters and release batches; it still catches a
+    stage whose answer depends on where its batches end in a way VELO-R25 forbids. Each pair also
+    runs in processing-time mode, where the clock bug shows."""
+    pairs = recut_pairs()
+    pairs += [(_in_processing_time(trace), _in_processing_time(twin)) for trace, twin in pairs]
+    caught = [
+        trace.name for trace, twin in pairs
+        if _cut_differences(trace, planted(trace, run_trace(trace)), twin, planted(twin, run_trace(twin)))
+    ]  # fmt: skip
+    assert caught, f"{planted.__name__}: no re-cut twin shows it"
 
 
 @pytest.mark.clauses("VELO-R9")

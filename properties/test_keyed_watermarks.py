@@ -7,6 +7,10 @@ reference) a few hundred generated traces in ONE ``run`` call and compares
 each output with the oracle's; a difference is shrunk and printed as a
 scenario for features/keyed_watermarks.feature.
 
+The batch-cut properties (F065-R39) run a trace and its re-cut twin, on the
+oracle and on every engine, and compare what no cut changes; planted
+batch-dependent trackers show that the comparison still convicts.
+
 What "idling or removing a key does not lower the global watermark" means
 precisely (the seed's third property), derived from F065-R5/R7:
 
@@ -39,6 +43,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig, Item, Trace, saturating_add, saturating_sub
+from properties import batch_cuts
+from properties.batch_cuts import batch_ends, draw_cuts, item_places, recut
 from reference.keyed_watermarks import (
     CompactKeyedWatermarkConfig,
     CompactKeyedWatermarkTracker,
@@ -62,7 +68,7 @@ from strategies.common import (
     near_i64_bounds_traces,
 )
 from strategies.generator_coverage import end_position, with_end
-from strategies.keyed_watermarks import DIFFERENTIAL, keyed_counterpart
+from strategies.keyed_watermarks import DIFFERENTIAL, ENDING_TRACES, keyed_counterpart
 
 STATE_KEYS = st.sampled_from(("a", "b", "c", "d", "e"))
 STATE_TIMES = st.one_of(st.integers(0, 20_000), st.integers(0, 20).map(lambda n: n * 1000), i64_edge_times())
@@ -389,6 +395,190 @@ def test_restarts_do_not_change_the_output(trace: Trace) -> None:
 def test_compact_restarts_do_not_change_the_output(trace: Trace) -> None:
     """Every trace compact: exact keys, both sketches, registers and counts cross every restart."""
     _check_restarts_change_nothing(trace)
+
+
+# ---- batch cuts (F065-R39) ---------------------------------------------------------------------
+
+#: the progress columns a cut keeps: all but batch and global_advances, which counts calls (R8)
+_CUT_KEEPS_PROGRESS = (1, 2, 3, 4, 5, 7, 8)
+
+
+def _key_views(trace: Trace, out: dict[str, list[Any]]) -> dict[int, dict[Any, tuple[Any, Any]]]:
+    """Every tracked key's (watermark, state) at the end of each batch, folded from the keys rows
+    (R22), keyed by how many items the trace had seen there; a key that left is absent."""
+    views: dict[int, dict[Any, tuple[Any, Any]]] = {}
+    now: dict[Any, tuple[Any, Any]] = {}
+    for b, end in enumerate(batch_ends(trace)):
+        for _, key, wm, state in (r for r in out["keys"] if r[0] == b):
+            if state in ("removed", "sketched"):
+                now.pop(key, None)
+            else:
+                now[key] = (wm, state)
+        views[end] = dict(now)
+    return views
+
+
+def _evicted_after_their_own_event(trace: Trace) -> set[Any]:
+    """The keys that an event evicts (R12) in a run of events in which the key had an event
+    before: the one case where R21's check at a segment's end makes windows depend on the cut
+    (R39). Found on the trace cut after every item, whose keys rows show each eviction."""
+    items = sum(len(batch) for batch in trace.batches)
+    single = recut(trace, list(range(1, items)))
+    out = run_trace(single)
+    key_at = {b: key for b, _, key, *_ in out["events"]}  # well-formed events, by place
+    caught = set()
+    for b, key, _, state in out["keys"]:
+        if state == "removed" and b in key_at:  # an event, not a remove_key, made it leave
+            before = b - 1
+            while before in key_at and key_at[before] != key:
+                before -= 1
+            if before in key_at:
+                caught.add(key)
+    return caught
+
+
+def _what_a_cut_keeps(trace: Trace, out: dict[str, list[Any]], excused: set[Any]) -> dict[str, Any]:
+    """What R39 says no cut changes: events and errors by their place in the whole trace; at each
+    batch end, the progress row but global_advances, the keys' states, the keys rows there, and
+    the windows fired so far without their batch (but those of the ``excused`` keys)."""
+    at, ends = item_places(trace), batch_ends(trace)
+    events = sorted((at[(r[0], r[1])], *r[2:]) for r in out["events"])
+    errors = sorted((at[(r[0], r[1])], r[2]) for r in out["errors"])
+    progress = {ends[r[0]]: tuple(r[i] for i in _CUT_KEEPS_PROGRESS) for r in out["progress"]}
+    rows: dict[int, dict[Any, tuple[Any, ...]]] = {}
+    for r in out["keys"]:
+        rows.setdefault(ends[r[0]], {})[r[1]] = r[2:]
+    windows = {
+        end: Counter(r[1:] for r in out["windows"] if ends[r[0]] <= end and r[1] not in excused)
+        for end in ends
+    }
+    return {"events": events, "errors": errors, "progress": progress, "keys": _key_views(trace, out),
+            "key rows": rows, "windows": windows}  # fmt: skip
+
+
+def _recut_differences(trace: Trace, out: Any, twin: Trace, again: Any) -> list[str]:
+    """Where the answers to a trace and to its re-cut twin differ in what R39 keeps: events and
+    errors item for item; progress, keys and windows wherever both end a batch."""
+    excused = _evicted_after_their_own_event(trace)
+    one, other = _what_a_cut_keeps(trace, out, excused), _what_a_cut_keeps(twin, again, excused)
+    problems = [f"{t}: {one[t]} against {other[t]}" for t in ("events", "errors") if one[t] != other[t]]
+    for end in sorted(set(batch_ends(trace)) & set(batch_ends(twin))):
+        for table in ("progress", "keys", "windows"):
+            if one[table][end] != other[table][end]:
+                problems.append(f"{table} after {end} items: {one[table][end]} against {other[table][end]}")
+        for key in one["key rows"].get(end, {}).keys() & other["key rows"].get(end, {}).keys():
+            if one["key rows"][end][key] != other["key rows"][end][key]:
+                problems.append(f"keys row of {key} after {end} items: {one['key rows'][end][key]} against "
+                                f"{other['key rows'][end][key]}")  # fmt: skip
+    return problems
+
+
+def _advances_at_ends(trace: Trace, out: dict[str, list[Any]]) -> dict[int, int]:
+    ends = batch_ends(trace)
+    return {ends[r[0]]: r[6] for r in out["progress"]}
+
+
+@pytest.mark.clauses("F065-R39", "F065-R3", "F065-R8", "F065-R16", "F065-R21", "F065-R22", "F065-R24")
+@given(with_end(keyed_watermark_traces()), st.data())
+def test_batch_cuts_change_nothing_but_the_numbering_and_the_advances_of_split_segments(
+    trace: Trace, data: st.DataObject
+) -> None:
+    """The same items cut into other batches (empty ones and restarts included): the same verdicts
+    and errors item for item; wherever both traces end a batch, the same progress but its
+    global_advances, the same keys and the same windows so far (but those of a key evicted in a
+    segment in which it had an event); and the cut at both traces' batch ends counts at least as
+    many advances as either at each of its ends."""
+    twin = draw_cuts(data, trace)
+    out, again = run_trace(trace), run_trace(twin)
+    assert not _recut_differences(trace, out, twin, again)
+    finer = recut(trace, sorted(set(batch_ends(trace)[:-1]) | set(batch_ends(twin)[:-1])))
+    fine = _advances_at_ends(finer, run_trace(finer))
+    for coarse, answer in ((trace, out), (twin, again)):
+        for end, advances in _advances_at_ends(coarse, answer).items():
+            assert fine[end] >= advances, (end, fine[end], advances)
+
+
+RECUT_TRACES = 8
+
+
+def recut_pairs() -> list[tuple[Trace, Trace]]:
+    """The differential run's traces (some end, a few refused) and each one's re-cut twin."""
+    return batch_cuts.recut_pairs(ENDING_TRACES, RECUT_TRACES, salt=13)
+
+
+def recut_traces() -> list[Trace]:
+    return [t for pair in recut_pairs() for t in pair]
+
+
+# the traces and their twins join the session's pre-run
+@pytest.mark.prerun_traces.with_args(recut_traces)  # with_args: the one argument is a function
+@pytest.mark.clauses("F065-R39", "F065-R3", "F065-R8", "F065-R16", "F065-R21", "F065-R22", "F065-R24")
+def test_batch_cuts_change_nothing_but_the_numbering_and_the_advances_of_split_segments_on_the_engine(
+    engine_under_test: Any,
+) -> None:
+    """The engine's answer to a trace and to its re-cut twin: the same verdicts and errors item
+    for item, and the same progress but its global_advances, keys and windows (but those of a key
+    evicted in a segment in which it had an event) wherever both traces end a batch."""
+    pairs = recut_pairs()
+    assert len(pairs) >= RECUT_TRACES - 2  # generate() may draw a duplicate it drops
+    batch_cuts.check_twins_on_the_engine(engine_under_test, pairs, _recut_differences)
+
+
+def _judged_by_the_batch_start(out: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """A tracker that judges each event by its key's watermark at the start of the batch, blind
+    to the earlier events of the same batch (a per-batch join with the stored state)."""
+    start: dict[int, dict[Any, Any]] = {}
+    now: dict[Any, Any] = {}
+    for b in sorted(r[0] for r in out["progress"]):
+        start[b] = dict(now)
+        for _, key, wm, state in (r for r in out["keys"] if r[0] == b):
+            if state in ("removed", "sketched"):
+                now.pop(key, None)
+            else:
+                now[key] = wm
+    events = []
+    for b, s, key, t, wm, verdict in out["events"]:
+        if verdict != "rejected":
+            wm = start.get(b, {}).get(key)
+            verdict = "late" if wm is not None and t < wm else "on_time"
+        events.append((b, s, key, t, wm, verdict))
+    return {**out, "events": events}
+
+
+def _key_advances_counted_per_batch(out: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """A tracker whose key_advances counts the advances of its batch only (a counter not carried
+    over from one micro-batch to the next)."""
+    progress, before = [], 0
+    for r in sorted(out["progress"]):
+        progress.append((*r[:7], r[7] - before, *r[8:]))
+        before = r[7]
+    return {**out, "progress": progress}
+
+
+def _first_event_of_each_batch_lost(out: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """An operator that drops the verdict of the first row of each micro-batch (an off-by-one
+    when it shifts the running maximum to get the watermark before each event)."""
+    return {**out, "events": [r for r in out["events"] if r[1] != 0]}
+
+
+@pytest.mark.clauses("F065-R39", "F065-R3", "F065-R19", "F065-R22")
+@pytest.mark.parametrize(
+    "planted", [_judged_by_the_batch_start, _key_advances_counted_per_batch, _first_event_of_each_batch_lost]
+)
+def test_the_batch_cut_comparison_convicts_a_tracker_that_depends_on_its_batches(planted: Any) -> None:
+    """The comparison above numbers items by their place, reads progress, keys and windows only
+    where both traces end a batch and lets global_advances and some windows differ; it still
+    catches a tracker whose answer depends on where its batches end."""
+    caught = []
+    for trace, twin in recut_pairs():
+        try:
+            out, again = run_trace(trace), run_trace(twin)
+        except InvalidConfig:
+            continue
+        assert not _recut_differences(trace, out, twin, again)  # so a catch is the bug's own
+        if _recut_differences(trace, planted(out), twin, planted(again)):
+            caught.append(trace.name)
+    assert caught, f"{planted.__name__}: no re-cut twin shows it"
 
 
 @pytest.mark.clauses("F065-R23")

@@ -5,6 +5,9 @@ over generated traces, and on the SideOutputRouter's API. The differential
 test feeds every engine chosen with ``--engine`` (except the reference) the
 budget's generated traces in ONE ``run`` call and compares each output with
 the oracle's; a difference is shrunk and printed as a scenario.
+
+* batch cuts change nothing but the numbering, on the oracle and on every engine, and the
+  comparison still convicts planted batch-dependent streams (OXL-R19).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.outputs import TABLES, Row
-from harness.traces import I64_MAX, InvalidConfig, Trace
+from harness.traces import I64_MAX, InvalidConfig, Item, Trace
+from properties import batch_cuts
+from properties.batch_cuts import batch_ends, draw_cuts, item_places, kept_differences
 from reference.late_data import SideOutputRouter, config_from_trace, run_trace, window_of
 from strategies.common import check_generated, check_state_layouts
 from strategies.late_data import DIFFERENTIAL, INVALID_CONFIGS, late_data_traces
@@ -188,6 +193,144 @@ def test_restart_points_change_nothing(trace: Trace) -> None:
     assert run_trace(replace(trace, restart_after=frozenset())) == out
     every = frozenset(range(len(trace.batches) - 1))
     assert run_trace(replace(trace, restart_after=every)) == out
+
+
+Output = dict[str, list[Row]]
+
+
+def _what_a_cut_keeps(trace: Trace, out: Output) -> dict[str, Any]:
+    """OXL-R19: the events, side-output, window and error rows with each (batch, seq) read as the
+    item's place in the whole trace, and the progress rows keyed by how many items the trace had
+    seen at the end of their batch (every row of the batches that end there: an empty batch
+    repeats the row before it)."""
+    at = item_places(trace)
+    events = sorted((at[(r[0], r[1])], *r[2:]) for r in out["events"])
+    side = sorted((at[(r[0], r[3])], r[1], r[2], *r[4:]) for r in out["side_outputs"])
+    windows = sorted((at[(r[0], r[1])], *r[2:]) for r in out["windows"])
+    errors = sorted((at[(r[0], r[1])], r[2]) for r in out["errors"])
+    ends = batch_ends(trace)
+    progress: dict[int, set[tuple[Any, ...]]] = {}
+    for r in out["progress"]:
+        progress.setdefault(ends[r[0]], set()).add(r[1:])
+    return {"events": events, "side_outputs": side, "windows": windows, "errors": errors,
+            "progress": progress}  # fmt: skip
+
+
+def _cut_differences(trace: Trace, out: Output, twin: Trace, again: Output) -> list[str]:
+    """Where two cuts' answers differ beyond the numbering: every row table item for item, and
+    progress wherever both cuts end a batch after the same items."""
+    one, other = _what_a_cut_keeps(trace, out), _what_a_cut_keeps(twin, again)
+    return kept_differences(one, other, ("events", "side_outputs", "windows", "errors"), ("progress",))
+
+
+@pytest.mark.clauses("OXL-R19", "OXL-R14", "OXL-R17", "OXL-R18", "TR-5")
+@given(TRACES, st.data())
+def test_batch_cuts_change_nothing_but_the_numbering(trace: Trace, data: st.DataObject) -> None:
+    """The same items cut into other batches (empty ones and moved restarts included): the same
+    events, side outputs, windows and errors item for item, and the same progress wherever both
+    cuts end a batch."""
+    twin = draw_cuts(data, trace)
+    assert not _cut_differences(trace, run_trace(trace), twin, run_trace(twin))
+
+
+RECUT_TRACES = 8
+
+
+def recut_pairs() -> list[tuple[Trace, Trace]]:
+    """The differential mix's traces (large batches, refused configurations) and each one's re-cut
+    twin (properties.batch_cuts)."""
+    return batch_cuts.recut_pairs(DIFFERENTIAL[0][0], RECUT_TRACES, salt=11)
+
+
+def recut_traces() -> list[Trace]:
+    return [t for pair in recut_pairs() for t in pair]
+
+
+# the traces and their twins join the session's pre-run
+@pytest.mark.prerun_traces.with_args(recut_traces)  # with_args: the one argument is a function
+@pytest.mark.clauses("OXL-R19", "OXL-R14", "OXL-R17", "OXL-R18", "TR-5")
+def test_batch_cuts_change_nothing_but_the_numbering_on_the_engine(engine_under_test: Any) -> None:
+    """The engine's answer to a trace and to its re-cut twin: the same events, side outputs,
+    windows and errors item for item, and the same progress wherever both cuts end a batch."""
+    pairs = recut_pairs()
+    assert len(pairs) == RECUT_TRACES
+    batch_cuts.check_twins_on_the_engine(engine_under_test, pairs, _cut_differences)
+
+
+def _positions_numbered_per_batch(trace: Trace, out: Output) -> Output:
+    """A router whose positions start again at 0 in every drain (the next position not stored)."""
+    first: dict[int, int] = {}
+    for r in out["side_outputs"]:
+        first[r[0]] = min(first.get(r[0], r[2]), r[2])
+    return {**out, "side_outputs": [(*r[:2], r[2] - first[r[0]], *r[3:]) for r in out["side_outputs"]]}
+
+
+def _verdicts_counted_per_batch(trace: Trace, out: Output) -> Output:
+    """A stream whose progress counts the verdicts of its batch only (counters not carried over)."""
+    progress, before = [], (0,) * 5
+    for r in sorted(out["progress"]):
+        progress.append((r[0], *(n - m for n, m in zip(r[1:6], before, strict=True)), r[6]))
+        before = r[1:6]
+    return {**out, "progress": progress}
+
+
+def _first_events_of_batches_lost(trace: Trace, out: Output) -> Output:
+    """A stream that loses the event a batch starts with (its source's state read after it)."""
+    return {**out, "events": [r for r in out["events"] if r[1] != 0]}
+
+
+def _judged_against_the_batch_start(trace: Trace, out: Output) -> Output:
+    """A stream that reports each event against its source's watermark as it stood when the batch
+    began, as one that folds a batch's watermark items only at its end would."""
+    refused = {(r[0], r[1]) for r in out["errors"]}
+    marks: dict[Any, int] = {}
+    start_of: list[dict[Any, int]] = []
+    for b, batch in enumerate(trace.batches):
+        start_of.append(dict(marks))
+        for s, item in enumerate(batch):
+            if item.kind == "watermark" and (b, s) not in refused and item.time is not None:
+                marks[item.source] = max(item.time, marks.get(item.source, item.time))
+    return {**out, "events": [(*r[:4], start_of[r[0]].get(r[2]), *r[5:]) for r in out["events"]]}
+
+
+def _convicts(planted: Any, trace: Trace, twin: Trace) -> bool:
+    outputs = [_run(t) for t in (trace, twin)]
+    if outputs[0] is None or outputs[1] is None:
+        return False
+    return bool(_cut_differences(trace, planted(trace, outputs[0]), twin, planted(twin, outputs[1])))
+
+
+@pytest.mark.clauses("OXL-R19", "OXL-R9", "OXL-R17", "TR-5")
+@pytest.mark.parametrize("planted", [_verdicts_counted_per_batch, _first_events_of_batches_lost])
+def test_the_batch_cut_comparison_convicts_a_stream_that_depends_on_its_batches(planted: Any) -> None:
+    """The comparison above drops the numbering and reads progress only where both cuts end a
+    batch; it still catches a stream whose answer depends on where its batches end."""
+    caught = [trace.name for trace, twin in recut_pairs() if _convicts(planted, trace, twin)]
+    assert caught, f"{planted.__name__}: no re-cut twin shows it"
+
+
+@pytest.mark.clauses("OXL-R19", "OXL-R3", "OXL-R14", "TR-5")
+@pytest.mark.parametrize("planted", [_positions_numbered_per_batch, _judged_against_the_batch_start])
+def test_the_batch_cut_comparison_convicts_a_stream_that_depends_on_its_batches_by_hand(planted: Any) -> None:
+    """Few generated traces route late events in two batches, and some seeds draw no event whose
+    batch starts at another watermark in the twin: the restart scenario's items and the cut of
+    its twin scenario (after the first watermark) show both."""
+
+    def event(t: int) -> Item:
+        return Item("event", source=1, event_time=t)
+
+    def mark(t: int) -> Item:
+        return Item("watermark", source=1, time=t)
+
+    config = {"policy": "SideOutput", "channel": "late", "window_size": 1000, "allowed_lateness": 100}
+    items = (
+        Item("clock", time=700), event(500), mark(1050), event(10), mark(2000), event(1999), event(20),
+        Item("clock", time=600), mark(1999), event(500), mark(3100),
+    )  # fmt: skip
+    trace = Trace("late_data", config, (items[:7], items[7:]), frozenset({0}), "restart scenario")
+    twin = batch_cuts.recut(trace, [3], frozenset({0}))
+    assert not _convicts(lambda _, out: out, trace, twin)  # the honest stream passes
+    assert _convicts(planted, trace, twin)
 
 
 @pytest.mark.clauses("OXL-R15")

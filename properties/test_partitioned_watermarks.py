@@ -8,6 +8,10 @@ hundred generated traces in ONE ``run`` call and compares each output with
 the oracle's; a difference is shrunk and printed as a scenario for
 features/partitioned_watermarks.feature.
 
+The batch-cut properties (F064-R25) run a trace and its re-cut twin, on the
+oracle and on every engine, and compare what no cut changes; planted
+batch-dependent trackers show that the comparison still convicts.
+
 What "the combined watermark never exceeds an active partition's watermark"
 means precisely, given that the combined is monotone (F064-R7):
 
@@ -35,6 +39,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from harness.reference_engine import ReferenceEngine
 from harness.traces import I64_MAX, PARTITIONED_REQUIRED_FIELDS, InvalidConfig, Item, Trace, saturating_sub
+from properties import batch_cuts
+from properties.batch_cuts import batch_ends, draw_cuts, item_places, recut
 from reference.partitioned_watermarks import (
     CoreWatermarkState,
     InvalidPartition,
@@ -863,6 +869,190 @@ def test_restarts_do_not_change_the_output(trace: Trace) -> None:
     assert run_trace(trace) == plain
     everywhere = frozenset(range(len(trace.batches) - 1))
     assert run_trace(replace(trace, restart_after=everywhere)) == plain
+
+
+# ---- batch cuts (F064-R25) ---------------------------------------------------------------------
+
+
+def _fold(out: dict[str, list[Any]], batches: int) -> list[tuple[dict[Any, Any], dict[Any, Any]]]:
+    """The partitions and sources at the end of each batch, folded from the change rows (R21)
+    without judging them (a planted bug's rows are folded too)."""
+    parts: dict[Any, tuple[Any, ...]] = {}
+    sources: dict[Any, tuple[Any, ...]] = {}
+    views = []
+    for b in range(batches):
+        for _, s, p, wm, state, core in (r for r in out["partitions"] if r[0] == b):
+            if state == "removed":
+                parts.pop((s, p), None)
+            else:
+                parts[(s, p)] = (wm, state, core)
+        sources.update({r[1]: r[2:] for r in out["sources"] if r[0] == b})
+        views.append((dict(parts), dict(sources)))
+    return views
+
+
+def _views_at_ends(
+    trace: Trace, out: dict[str, list[Any]]
+) -> dict[int, tuple[dict[Any, Any], dict[Any, Any]]]:
+    """``_fold`` keyed by how many items the trace had seen at the end of each batch."""
+    return dict(zip(batch_ends(trace), _fold(out, len(trace.batches)), strict=True))
+
+
+def _falls_inside_steps(trace: Trace) -> list[tuple[int, bool]]:
+    """The place of each update after which the candidate (R6) is below the one after the update
+    before it in the same run of updates, and whether it made an idle partition active again
+    (R4). Only such a fall lets a cut move the combined watermark (R25): up to the first, every
+    cut gives the same. Read from the trace cut after every item, whose rows show each change."""
+    items = [item for batch in trace.batches for item in batch]
+    single = recut(trace, list(range(1, len(items))))
+    out = run_trace(single)
+    refused = {b for b, _, _ in out["errors"]}
+    views = [parts for parts, _ in _fold(out, len(single.batches))]
+    falls, before, in_run = [], None, False
+    for n, item in enumerate(items):
+        if item.kind not in ("event", "watermark") or n in refused:
+            in_run = False  # a call of its own or an error row ends the step (R20, R22)
+            continue
+        now = candidate((wm, state == "idle") for wm, state, _ in views[n].values())
+        if in_run and _gt(before, now):
+            was = views[n - 1].get((item.source, item.partition), (None, "active", None))
+            falls.append((n, was[1] == "idle"))
+        before, in_run = now, True
+    return falls
+
+
+def _what_a_cut_keeps(trace: Trace, out: dict[str, list[Any]]) -> dict[str, Any]:
+    """What R25 says no cut changes: errors by their place in the whole trace; at each batch end,
+    the gauges and rebalances of progress, the partitions and sources, the rows there, and the
+    combined watermark, which a cut keeps up to the first fall of a step's candidate."""
+    at, ends = item_places(trace), batch_ends(trace)
+    rows: dict[int, dict[Any, tuple[Any, ...]]] = {}
+    for r in out["partitions"]:
+        rows.setdefault(ends[r[0]], {})[("partition", r[1], r[2])] = r[3:]
+    for r in out["sources"]:
+        rows.setdefault(ends[r[0]], {})[("source", r[1])] = r[2:]
+    return {
+        "errors": sorted((at[(r[0], r[1])], r[2]) for r in out["errors"]),
+        "progress": {ends[r[0]]: (*r[2:5], r[6]) for r in out["progress"]},
+        "combined": {ends[r[0]]: r[1] for r in out["progress"]},
+        "views": _views_at_ends(trace, out),
+        "rows": rows,
+    }
+
+
+def _recut_differences(trace: Trace, out: Any, twin: Trace, again: Any) -> list[str]:
+    """Where the answers to a trace and to its re-cut twin differ in what R25 keeps: errors item
+    for item; gauges, partitions and sources wherever both end a batch, and there the combined
+    watermark too up to the first fall of a candidate inside a step."""
+    one, other = _what_a_cut_keeps(trace, out), _what_a_cut_keeps(twin, again)
+    problems = (
+        [] if one["errors"] == other["errors"] else [f"errors: {one['errors']} against {other['errors']}"]
+    )
+    falls = _falls_inside_steps(trace)
+    for end in sorted(set(batch_ends(trace)) & set(batch_ends(twin))):
+        kept = not falls or end <= falls[0][0]
+        for table in ("progress", "views", "combined") if kept else ("progress", "views"):
+            if one[table][end] != other[table][end]:
+                problems.append(f"{table} after {end} items: {one[table][end]} against {other[table][end]}")
+        mine, theirs = one["rows"].get(end, {}), other["rows"].get(end, {})
+        both = sorted(mine.keys() & theirs.keys())
+        problems += [f"{what} row after {end} items: {mine[what]} against {theirs[what]}"
+                     for what in both if mine[what] != theirs[what]]  # fmt: skip
+    return problems
+
+
+@pytest.mark.clauses("F064-R25", "F064-R6", "F064-R7", "F064-R16", "F064-R20", "F064-R21", "F064-R23")
+@given(partitioned_watermark_traces(), st.data())
+def test_batch_cuts_change_nothing_but_the_numbering_and_what_split_steps_evaluate(
+    trace: Trace, data: st.DataObject
+) -> None:
+    """The same items cut into other batches (empty ones and restarts included): the same errors
+    item for item; wherever both traces end a batch, the same gauges, partitions and sources, and
+    the same combined watermark until a candidate falls inside a step, which only an update that
+    reactivates an idle partition does; and the cut at both traces' batch ends has a combined
+    watermark at or above either's at each of its ends."""
+    assert all(reactivates for _, reactivates in _falls_inside_steps(trace))
+    twin = draw_cuts(data, trace)
+    out, again = run_trace(trace), run_trace(twin)
+    assert not _recut_differences(trace, out, twin, again)
+    finer = recut(trace, sorted(set(batch_ends(trace)[:-1]) | set(batch_ends(twin)[:-1])))
+    fine = _what_a_cut_keeps(finer, run_trace(finer))["combined"]
+    for coarse, answer in ((trace, out), (twin, again)):
+        for end, combined in _what_a_cut_keeps(coarse, answer)["combined"].items():
+            assert _ge(fine[end], combined), (end, fine[end], combined)
+
+
+RECUT_TRACES = 8
+
+
+def recut_pairs() -> list[tuple[Trace, Trace]]:
+    """The differential run's traces (a few refused) and each one's re-cut twin."""
+    return batch_cuts.recut_pairs(partitioned_watermark_traces(invalid_config_rate=10), RECUT_TRACES, salt=14)
+
+
+def recut_traces() -> list[Trace]:
+    return [t for pair in recut_pairs() for t in pair]
+
+
+# the traces and their twins join the session's pre-run
+@pytest.mark.prerun_traces.with_args(recut_traces)  # with_args: the one argument is a function
+@pytest.mark.clauses("F064-R25", "F064-R6", "F064-R7", "F064-R16", "F064-R20", "F064-R21", "F064-R23")
+def test_batch_cuts_change_nothing_but_the_numbering_and_what_split_steps_evaluate_on_the_engine(
+    engine_under_test: Any,
+) -> None:
+    """The engine's answer to a trace and to its re-cut twin: the same errors item for item, and
+    the same gauges, partitions, sources and (until a candidate falls inside a step) combined
+    watermark wherever both traces end a batch."""
+    pairs = recut_pairs()
+    assert len(pairs) >= RECUT_TRACES - 2  # generate() may draw a duplicate it drops
+    batch_cuts.check_twins_on_the_engine(engine_under_test, pairs, _recut_differences)
+
+
+def _progress_read_before_the_batch(out: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """A tracker that writes each progress row from the figures it read at the start of the
+    batch, before applying it (the combined watermark, gauges and counters of the batch before)."""
+    progress, before = [], (None, 0, 0, 0, 0, 0)
+    for r in sorted(out["progress"]):
+        progress.append((r[0], *before))
+        before = r[1:]
+    return {**out, "progress": progress}
+
+
+def _change_rows_from_the_batch_start(out: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """A tracker that writes a changed partition's row with the watermark it read at the start of
+    the batch (its state before the batch was applied)."""
+    start: dict[Any, Any] = {}
+    rows = []
+    for b in sorted({r[0] for r in out["progress"]}):
+        now = dict(start)
+        for _, s, p, wm, state, core in sorted(r for r in out["partitions"] if r[0] == b):
+            stale = start.get((s, p), wm) if state != "removed" else wm
+            rows.append((b, s, p, stale, state, core))
+            if state == "removed":
+                now.pop((s, p), None)
+            else:
+                now[(s, p)] = wm
+        start = now
+    return {**out, "partitions": rows}
+
+
+@pytest.mark.clauses("F064-R25", "F064-R7", "F064-R16", "F064-R20", "F064-R21")
+@pytest.mark.parametrize("planted", [_progress_read_before_the_batch, _change_rows_from_the_batch_start])
+def test_the_batch_cut_comparison_convicts_a_tracker_that_depends_on_its_batches(planted: Any) -> None:
+    """The comparison above numbers errors by their place, reads progress, partitions and sources
+    only where both traces end a batch and lets the combined watermark differ once a candidate
+    has fallen inside a step; it still catches a tracker whose answer depends on where its
+    batches end."""
+    caught = []
+    for trace, twin in recut_pairs():
+        try:
+            out, again = run_trace(trace), run_trace(twin)
+        except InvalidConfig:
+            continue
+        assert not _recut_differences(trace, out, twin, again)  # so a catch is the bug's own
+        if _recut_differences(trace, planted(out), twin, planted(again)):
+            caught.append(trace.name)
+    assert caught, f"{planted.__name__}: no re-cut twin shows it"
 
 
 @pytest.mark.clauses("F064-R24")

@@ -10,6 +10,9 @@ every engine chosen with ``--engine`` (except the reference) generated traces
 in ONE ``run`` call: the general one with restarts at random boundaries, and
 the restart property (every trace has a restart; the output must equal the
 uninterrupted run, on the engine itself and on the oracle).
+
+* batch cuts change nothing but the numbering, on the oracle and on every engine, and the
+  comparison still convicts planted batch-dependent streams (F017E-R24).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from harness.engine import run_canonical
 from harness.hypothesis_profiles import run_seed
 from harness.outputs import TABLES, canonical, diff
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
+from properties import batch_cuts
+from properties.batch_cuts import batch_ends, draw_cuts, item_places
 from reference.session_windows import (
     BoundedOutOfOrdernessGenerator,
     Event,
@@ -43,6 +48,7 @@ from strategies.common import check_generated, generate
 from strategies.generator_coverage import before_end, end_position, with_end
 from strategies.session_windows import (
     DIFFERENTIAL,
+    ENDING_TRACES,
     invalid_session_window_configs,
     session_window_configs,
     session_window_traces,
@@ -96,11 +102,11 @@ def test_spark_refuses_every_configuration_the_oracle_refuses(
     from spark_impl.session_windows import validate_config
 
     with pytest.raises(InvalidConfig):
-        run_trace(Trace(AREA, bad, [[Item("event", key="a", event_time=0)]]))
+        run_trace(Trace(AREA, bad, ((Item("event", key="a", event_time=0),),)))
     with pytest.raises(InvalidConfig):
         validate_config(bad)
     validate_config(good)
-    run_trace(Trace(AREA, good, [[]]))
+    run_trace(Trace(AREA, good, ((),)))
 
 
 # ---- the stream -------------------------------------------------------------------------------
@@ -113,6 +119,147 @@ def test_restarts_do_not_change_the_output(trace: Trace) -> None:
     assert run_trace(trace) == plain
     everywhere = frozenset(range(len(trace.batches) - 1))
     assert run_trace(replace(trace, restart_after=everywhere)) == plain
+
+
+Output = dict[str, list[tuple[Any, ...]]]
+
+
+def _what_a_cut_keeps(trace: Trace, out: Output) -> dict[str, Any]:
+    """F017E-R24: late and error rows with each (batch, seq) read as the item's place in the whole
+    trace; sessions with their batch read as the places it spans; progress rows and timers
+    snapshots keyed by how many items the trace had seen at the end of their batch."""
+    at, ends = item_places(trace), batch_ends(trace)
+    spans = list(zip([0, *ends[:-1]], ends, strict=True))
+    late = sorted((at[(r[0], r[1])], *r[2:]) for r in out["late"])
+    errors = sorted((at[(r[0], r[1])], r[2]) for r in out["errors"])
+    # a row of a batch the trace does not have (a planted bug's) spans no item
+    sessions = sorted((*r[1:], *(spans[r[0]] if r[0] < len(spans) else (ends[-1], ends[-1])))
+                      for r in out["sessions"])  # fmt: skip
+    progress: dict[int, set[tuple[Any, ...]]] = {}
+    timers: dict[int, set[tuple[Any, ...]]] = {}
+    for r in out["progress"]:
+        progress.setdefault(ends[r[0]], set()).add(r[1:])
+    for b, end in enumerate(ends):  # an empty snapshot is a snapshot too
+        timers.setdefault(end, set()).add(tuple(sorted(r[1:] for r in out["timers"] if r[0] == b)))
+    return {"late": late, "errors": errors, "sessions": sessions, "progress": progress, "timers": timers}
+
+
+def _cut_differences(trace: Trace, out: Output, twin: Trace, again: Output) -> list[str]:
+    """Where two cuts' answers differ beyond the numbering: late and error rows item for item, the
+    sessions apart from their batch, each emitted in batches of the two cuts that share an item,
+    and progress and timers wherever both cuts end a batch after the same items."""
+    one, other = _what_a_cut_keeps(trace, out), _what_a_cut_keeps(twin, again)
+    problems = [f"{table}: {one[table]} against {other[table]}" for table in ("late", "errors")
+                if one[table] != other[table]]  # fmt: skip
+    if [r[:-2] for r in one["sessions"]] != [r[:-2] for r in other["sessions"]]:
+        problems.append(f"sessions: {one['sessions']} against {other['sessions']}")
+    else:
+        problems += [f"session {a[:-2]} emitted after items {a[-2:]} against {b[-2:]}"
+                     for a, b in zip(one["sessions"], other["sessions"], strict=True)
+                     if max(a[-2], b[-2]) >= min(a[-1], b[-1])]  # fmt: skip
+    for table in ("progress", "timers"):
+        common = sorted(one[table].keys() & other[table].keys())
+        problems += [f"{table} after {n} items: {one[table][n]} against {other[table][n]}"
+                     for n in common if one[table][n] != other[table][n]]  # fmt: skip
+    return problems
+
+
+@pytest.mark.clauses("F017E-R24", "F017E-R7", "F017E-R8", "F017E-R17", "F017E-R23", "TR-5")
+@given(ENDING_TRACES, st.data())
+def test_batch_cuts_change_nothing_but_the_numbering(trace: Trace, data: st.DataObject) -> None:
+    """The same items cut into other batches (empty ones and moved restarts included): the same
+    late and error rows item for item, the same sessions in batches that share the item that
+    closed them, and the same progress and timers wherever both cuts end a batch."""
+    twin = draw_cuts(data, trace)
+    assert not _cut_differences(trace, run_trace(trace), twin, run_trace(twin))
+
+
+RECUT_TRACES = 8
+
+
+def recut_pairs() -> list[tuple[Trace, Trace]]:
+    """The differential run's traces, some of which end, and each one's re-cut twin
+    (properties.batch_cuts)."""
+    return batch_cuts.recut_pairs(ENDING_TRACES, RECUT_TRACES, salt=12)
+
+
+def recut_traces() -> list[Trace]:
+    return [t for pair in recut_pairs() for t in pair]
+
+
+# the traces and their twins join the session's pre-run
+@pytest.mark.prerun_traces.with_args(recut_traces)  # with_args: the one argument is a function
+@pytest.mark.clauses("F017E-R24", "F017E-R7", "F017E-R8", "F017E-R17", "F017E-R23", "TR-5")
+def test_batch_cuts_change_nothing_but_the_numbering_on_the_engine(engine_under_test: Any) -> None:
+    """The engine's answer to a trace and to its re-cut twin: the same late and error rows item
+    for item, the same sessions in batches that share the item that closed them, and the same
+    progress and timers wherever both cuts end a batch."""
+    pairs = recut_pairs()
+    assert len(pairs) == RECUT_TRACES
+    batch_cuts.check_twins_on_the_engine(engine_under_test, pairs, _cut_differences)
+
+
+def _sessions_emitted_a_batch_late(out: Output) -> Output:
+    """A stream whose watermark moves between batches only: a passed session is emitted in the
+    next batch, and one passed in the last batch not at all."""
+    last = max((r[0] for r in out["progress"]), default=-1)
+    return {**out, "sessions": [(r[0] + 1, *r[1:]) for r in out["sessions"] if r[0] < last]}
+
+
+def _late_judged_at_the_batch_start(out: Output) -> Output:
+    """A stream that reports each late event with the watermark as it stood when its batch began."""
+    before = {r[0] + 1: r[1] for r in out["progress"]}
+    return {**out, "late": [(*r[:4], before.get(r[0]), r[5]) for r in out["late"]]}
+
+
+def _closings_counted_per_batch(out: Output) -> Output:
+    """A stream whose progress counts the sessions closed and the late events of its batch only
+    (counters not carried over)."""
+    progress, before = [], (0, 0, 0)
+    for r in sorted(out["progress"]):
+        progress.append((*r[:3], *(n - m for n, m in zip(r[3:], before, strict=True))))
+        before = r[3:]
+    return {**out, "progress": progress}
+
+
+def _convicts(planted: Any, trace: Trace, twin: Trace) -> bool:
+    try:
+        out, again = run_trace(trace), run_trace(twin)
+    except InvalidConfig:
+        return False
+    return bool(_cut_differences(trace, planted(out), twin, planted(again)))
+
+
+@pytest.mark.clauses("F017E-R24", "F017E-R7", "F017E-R9", "TR-5")
+@pytest.mark.parametrize("planted", [_sessions_emitted_a_batch_late, _closings_counted_per_batch])
+def test_the_batch_cut_comparison_convicts_a_stream_that_depends_on_its_batches(planted: Any) -> None:
+    """The comparison above drops the numbering, reads a session's batch only as the items it
+    spans and progress and timers only where both cuts end a batch; it still catches a stream
+    whose answer depends on where its batches end."""
+    caught = [trace.name for trace, twin in recut_pairs() if _convicts(planted, trace, twin)]
+    assert caught, f"{planted.__name__}: no re-cut twin shows it"
+
+
+@pytest.mark.clauses("F017E-R24", "F017E-R10", "TR-5")
+def test_the_batch_cut_comparison_convicts_late_events_judged_at_the_batch_start() -> None:
+    """Some seeds draw no late event whose batch starts at another watermark in the twin, so the
+    restart outline's items and the cut of its twin scenario show this one: a at 2000 starts
+    batch 3 in both, after the watermark 2000 in one and 7000 in the other."""
+
+    def event(key: str, t: int, value: int) -> Item:
+        return Item("event", key=key, event_time=t, value=value)
+
+    config = {"gap": 1000, "bounded_delay": 2000, "allowed_lateness": 200}
+    batches = (
+        (event("a", 0, 1), event("b", 100, 2), event("a", 2500, 3)),
+        (event("a", 1000, 4), event("b", 1100, 5), event("c", 4000, 6)),
+        (),
+        (event("c", 9000, 7), event("a", 2000, 8)),
+    )
+    trace = Trace(AREA, config, batches, frozenset({0, 1, 2}), "restart outline")
+    twin = batch_cuts.recut(trace, [2, 6, 7], frozenset({0, 2}))
+    assert not _convicts(lambda out: out, trace, twin)  # the honest stream passes
+    assert _convicts(_late_judged_at_the_batch_start, trace, twin)
 
 
 @pytest.mark.clauses("F017E-R1", "F017E-R2", "F017E-R3", "F017E-R4", "F017E-R10", "F017E-R22", "F017E-R23")

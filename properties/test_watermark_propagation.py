@@ -13,7 +13,10 @@ not from the oracle's code:
 * the global watermark never exceeds any source's watermark, and equals the
   aligned one (OXW-R16);
 * generators emit exactly at multiples of the threshold (OXW-R2);
-* restarts change nothing (OXW-R19); cycles and bad settings are refused (OXW-R10, TR-6).
+* restarts change nothing (OXW-R19); cycles and bad settings are refused (OXW-R10, TR-6);
+* batch cuts change nothing but the numbering, on the oracle and on every engine, with planted
+  batch-dependent propagators the comparison must still convict, and an operator fused into its
+  only upstream changes only its own rows (OXW-R21).
 
 The differential test runs the generated traces through an engine chosen with
 ``--engine`` in ONE run and compares with the oracle. The native test runs a real
@@ -35,7 +38,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.outputs import TABLES
-from harness.traces import I64_MIN, InvalidConfig, Trace, saturating_sub
+from harness.traces import I64_MIN, InvalidConfig, Item, Trace, saturating_sub
+from properties import batch_cuts
+from properties.batch_cuts import batch_ends, draw_cuts, item_places, kept_differences
 from reference.watermark_propagation import (
     GraphCycle,
     NotASource,
@@ -158,6 +163,137 @@ def test_generators_emit_at_every_threshold_th_event_of_their_source(trace: Trac
 @given(watermark_propagation_traces())
 def test_restarts_do_not_change_the_output(trace: Trace) -> None:
     assert run_trace(trace) == run_trace(replace(trace, restart_after=frozenset()))  # OXW-R19
+
+
+# ---- batch cuts and fusion (OXW-R21) ----------------------------------------------
+
+CUT_TRACES = st.one_of(
+    watermark_propagation_traces(large_batch_rate=15), watermark_propagation_traces(near_bounds=True)
+)
+ITEM_TABLES = ("generated", "watermarks", "violations", "errors")
+
+
+def _what_a_cut_keeps(trace: Trace, out: Outputs) -> dict[str, Any]:
+    """What OXW-R21 says no cut changes: every row of the item tables with its (batch, seq) read
+    as the item's place in the whole trace, and, keyed by how many items the trace had seen at the
+    end of each batch, that batch's progress rows without their batch."""
+    at = item_places(trace)
+    kept: dict[str, Any] = {t: sorted((at[(r[0], r[1])], *r[2:]) for r in out[t]) for t in ITEM_TABLES}
+    kept["progress"] = {}
+    for b, n in enumerate(batch_ends(trace)):  # a batch without its row shows as an empty tuple
+        kept["progress"].setdefault(n, set()).add(tuple(sorted(r[1:] for r in out["progress"] if r[0] == b)))
+    return kept
+
+
+def _cut_differences(trace: Trace, out: Outputs, twin: Trace, again: Outputs) -> list[str]:
+    """Where two cuts' answers differ beyond the numbering: the item tables item for item, and
+    progress wherever both cuts end a batch after the same items."""
+    one, other = _what_a_cut_keeps(trace, out), _what_a_cut_keeps(twin, again)
+    return kept_differences(one, other, ITEM_TABLES, ("progress",))
+
+
+@pytest.mark.clauses("OXW-R21", "OXW-R13", "OXW-R18", "OXW-R19", "TR-5")
+@given(CUT_TRACES, st.data())
+def test_batch_cuts_change_nothing_but_the_numbering(trace: Trace, data: st.DataObject) -> None:
+    """The same items cut into other batches (split, merged, empty ones added, restarts moved):
+    the same generated, watermark, violation and error rows item for item, and the same progress
+    wherever both cuts end a batch after the same items."""
+    twin = draw_cuts(data, trace)
+    assert not _cut_differences(trace, run_trace(trace), twin, run_trace(twin))
+
+
+RECUT_TRACES = 8
+
+
+def recut_pairs() -> list[tuple[Trace, Trace]]:
+    """Generated graphs with sources, their update streams and each one's re-cut twin
+    (properties.batch_cuts): a graph without nodes has nothing but error rows to compare."""
+    with_sources = CUT_TRACES.filter(lambda t: len(t.config["nodes"]) > 0)
+    return batch_cuts.recut_pairs(with_sources, RECUT_TRACES, salt=16)
+
+
+def recut_traces() -> list[Trace]:
+    return [t for pair in recut_pairs() for t in pair]
+
+
+# the traces and their twins join the session's pre-run
+@pytest.mark.prerun_traces.with_args(recut_traces)  # with_args: the one argument is a function
+@pytest.mark.clauses("OXW-R21", "OXW-R13", "OXW-R18", "OXW-R19", "TR-5")
+def test_batch_cuts_change_nothing_but_the_numbering_on_the_engine(engine_under_test: Any) -> None:
+    """The engine's answer to a trace and to its re-cut twin, compared as on the oracle above."""
+    pairs = recut_pairs()
+    assert len(pairs) == RECUT_TRACES
+    batch_cuts.check_twins_on_the_engine(engine_under_test, pairs, _cut_differences)
+
+
+def _first_item_of_each_batch_lost(out: Outputs) -> Outputs:
+    """A propagator that loses whatever the first row of each batch gives (an offset read one past)."""
+    return {t: [r for r in rows if t == "progress" or r[1] != 0] for t, rows in out.items()}
+
+
+def _violations_counted_per_batch(out: Outputs) -> Outputs:
+    """A violation count that starts again every batch (a counter not carried over)."""
+    progress, before = [], 0
+    for r in sorted(out["progress"]):
+        progress.append((*r[:3], r[3] - before))
+        before = r[3]
+    return {**out, "progress": progress}
+
+
+def _progress_from_the_batch_start(out: Outputs) -> Outputs:
+    """Progress watermarks as they stood when the batch began, the one-batch lag of Spark's own
+    watermark, where R18 reports them after the batch."""
+    progress, before = [], (I64_MIN, I64_MIN)
+    for r in sorted(out["progress"]):
+        progress.append((r[0], *before, r[3]))
+        before = (r[1], r[2])
+    return {**out, "progress": progress}
+
+
+@pytest.mark.clauses("OXW-R21", "OXW-R12", "OXW-R18")
+@pytest.mark.parametrize(
+    "planted", [_first_item_of_each_batch_lost, _violations_counted_per_batch, _progress_from_the_batch_start]
+)
+def test_the_batch_cut_comparison_convicts_a_propagator_that_depends_on_its_batches(planted: Any) -> None:
+    """The comparison above drops the numbering and reads progress only where both cuts end a
+    batch; it still catches a propagator whose answer depends on where its batches end."""
+    caught = [
+        trace.name for trace, twin in recut_pairs()
+        if _cut_differences(trace, planted(run_trace(trace)), twin, planted(run_trace(twin)))
+    ]  # fmt: skip
+    assert caught, f"{planted.__name__}: no re-cut twin shows it"
+
+
+FUSED = "fused"  # the id of the operator the fused graph no longer has
+
+
+@pytest.mark.clauses("OXW-R21", "OXW-R13", "OXW-R15", "OXW-R17")
+@given(CUT_TRACES.filter(lambda t: len(t.config["nodes"]) > 0), st.data())
+def test_an_operator_fused_into_its_only_upstream_changes_only_its_own_rows(
+    trace: Trace, data: st.DataObject
+) -> None:
+    """The graph with one more operator between a node and all its downstreams, against the graph
+    itself (that operator fused into the node): the same tables, but for the operator's own
+    watermark rows, each equal to the node's row of the same item, and an item naming it, which
+    only the fused graph refuses as unknown_operator."""
+    node = data.draw(st.sampled_from(trace.config["nodes"]), label="node")
+    # the node's downstreams move behind the new operator, whose only upstream is the node
+    split = [[FUSED if a == node else a, b] for a, b in trace.config["edges"]] + [[node, FUSED]]
+    b = data.draw(st.integers(0, len(trace.batches) - 1), label="batch of the item naming it")
+    s = data.draw(st.integers(0, len(trace.batches[b])), label="its seq")
+    batches = [list(batch) for batch in trace.batches]
+    batches[b].insert(s, Item("watermark", key=FUSED, time=0))
+    fused = replace(trace, batches=tuple(tuple(batch) for batch in batches))
+    nodes = [*trace.config["nodes"], FUSED]
+    unfused = replace(fused, config={**trace.config, "nodes": nodes, "edges": split})
+    one, other = run_trace(unfused), run_trace(fused)
+    assert (b, s, "not_a_source") in one["errors"] and (b, s, "unknown_operator") in other["errors"]
+    for table in ("generated", "violations", "progress"):
+        assert one[table] == other[table]
+    assert [e for e in one["errors"] if e[:2] != (b, s)] == [e for e in other["errors"] if e[:2] != (b, s)]
+    assert sorted(r for r in one["watermarks"] if r[2] != FUSED) == sorted(other["watermarks"])
+    own = [(bb, ss, w) for bb, ss, n, w in one["watermarks"] if n == FUSED]
+    assert own == [(bb, ss, w) for bb, ss, n, w in other["watermarks"] if n == node]
 
 
 @pytest.mark.clauses("OXW-R2", "TR-2")
@@ -445,7 +581,7 @@ def test_spark_global_watermark_is_the_lagged_aligned_minimum() -> None:
             "edges": [["a", "union"], ["b", "union"]],
             "max_out_of_order_ms": DELAY,
         },
-        [[*[_event("a", t) for t in xs], *[_event("b", t) for t in ys]] for xs, ys in batches],
+        tuple((*[_event("a", t) for t in xs], *[_event("b", t) for t in ys]) for xs, ys in batches),
     )
     aligned = [row[1] for row in sorted(run_trace(trace)["progress"])]
     report = native_watermark_report(get_spark(), batches, DELAY)

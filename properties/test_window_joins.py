@@ -34,11 +34,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.engine import run_canonical
 from harness.outputs import TABLES, Row
 from harness.traces import I64_MAX, InvalidConfig, Item, Trace
 from properties import batch_cuts
-from properties.batch_cuts import batch_ends, draw_cuts, item_places
+from properties.batch_cuts import batch_ends, draw_cuts, item_places, kept_differences
 from reference.window_joins import (
     JoinEvent,
     JoinPair,
@@ -196,12 +195,7 @@ def _recut_differences(trace: Trace, out: Output, recut: Trace, again: Output) -
     """Where the two answers differ beyond the numbering: pairs, late and error rows item for
     item, and progress wherever both traces end a batch."""
     one, other = _by_position(trace, out), _by_position(recut, again)
-    problems = [f"{table}: {one[table]} against {other[table]}" for table in ("pairs", "late", "errors")
-                if one[table] != other[table]]  # fmt: skip
-    common = sorted(one["progress"].keys() & other["progress"].keys())
-    problems += [f"progress after {n} items: {one['progress'][n]} against {other['progress'][n]}"
-                 for n in common if one["progress"][n] != other["progress"][n]]  # fmt: skip
-    return problems
+    return kept_differences(one, other, ("pairs", "late", "errors"), ("progress",))
 
 
 @pytest.mark.clauses("OXJ-R23", "OXJ-R3", "OXJ-R17", "OXJ-R21", "TR-5")
@@ -233,13 +227,7 @@ def test_batch_cuts_change_nothing_but_the_numbering_on_the_engine(engine_under_
     rows item for item, and the same progress wherever both traces end a batch."""
     pairs = recut_pairs()
     assert len(pairs) >= 12
-    outputs = run_canonical(engine_under_test, [t for pair in pairs for t in pair])
-    for (trace, recut), out, again in zip(pairs, outputs[::2], outputs[1::2], strict=True):
-        if isinstance(out, Exception) or isinstance(again, Exception):
-            assert type(out) is type(again), f"{trace.describe()}\n{out!r} against {again!r}"
-            continue
-        problems = _recut_differences(trace, out, recut, again)
-        assert not problems, f"{trace.describe()}\nre-cut:\n{recut.describe()}\n" + "\n".join(problems)
+    batch_cuts.check_twins_on_the_engine(engine_under_test, pairs, _recut_differences)
 
 
 def _first_items_pairs_lost(out: Output) -> Output:
