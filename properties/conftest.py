@@ -45,13 +45,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [i for i in items if i not in idle]
         config.hook.pytest_deselected(items=idle)
     # The coverage tests read the background count: last, so it has the whole run to finish;
-    # the kill tests read the background killed run, and the hostile-row tests the query started
-    # once the pre-run was over: just before them, for the same reason.
+    # the kill tests read the background killed run, the hostile-row tests the query and the
+    # layout tests the child started once the pre-run was over: just before them, for the same reason.
     counting = [i for i in items if i.path.name == COVERAGE_TESTS]
     killing = [i for i in items if i.path.name == FAULT_TESTS]
     hostile = [i for i in items if getattr(i, "originalname", "") == HOSTILE_SPARK_TEST]
-    late = {*counting, *killing, *hostile}
-    items[:] = [i for i in items if i not in late] + hostile + killing + counting
+    layouts = [i for i in items if i.path.name == LAYOUT_TESTS]
+    late = {*counting, *killing, *hostile, *layouts}
+    items[:] = [i for i in items if i not in late] + layouts + hostile + killing + counting
     if replaying() is not None:
         return  # --replay: the differential tests run the file's traces instead
     for item in items:
@@ -62,6 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 COVERAGE_TESTS = "test_generator_coverage.py"
 FAULT_TESTS = "test_faults.py"
+LAYOUT_TESTS = "test_layouts.py"
 HOSTILE_SPARK_TEST = "test_spark_hostile_rows_give_the_oracles_answer"  # properties/test_hostile_rows.py
 
 

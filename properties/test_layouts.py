@@ -21,18 +21,27 @@ The traces: each selected scenario's trace with at most ``MOST_BATCHES`` batches
 restart layout, with restart points after every batch. A trace with restart points of its own
 is left to TR-5's tests (a query of this run restarts wherever any of its traces asks). Only
 Spark has a physical layout to change, so the test is ``test_spark_*``.
+
+Where it runs: in a Spark of its own (``spark_impl.testing.layout_child``, at nice 19), started
+once the session's pre-run is over (``after_prerun``), so it takes the CPU the serial Spark tests
+leave idle; the tests run near the end (properties/conftest.py) and find its answers written.
+A process of its own also keeps its settings away from the other tests' queries.
 """
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.hypothesis_profiles import profile_name
-from harness.outputs import Output
 from harness.pytest_plugin import prerun_engine, session_scenario_traces
+from harness.replay import replaying
 from harness.traces import Trace
 
 #: a layout: the SparkEngine settings it changes (TR-18's factors, one at a time), or the restarts
@@ -70,10 +79,22 @@ def restarted_after_every_batch(trace: Trace) -> Trace:
     return replace(trace, restart_after=frozenset(range(len(trace.batches) - 1)))
 
 
-def differences(base: Output | Exception, got: Output | Exception) -> list[str]:
+def refusal(answer: Any) -> tuple[str, str] | None:
+    """A refused trace's error as (type's full name, message); None for an output."""
+    from spark_impl.testing.layout_child import Refusal
+
+    if isinstance(answer, Refusal):
+        return answer.type_name, answer.message
+    if isinstance(answer, BaseException):
+        as_seen = Refusal.of(answer)
+        return as_seen.type_name, as_seen.message
+    return None
+
+
+def differences(base: Any, got: Any) -> list[str]:
     """What differs between two answers to one trace, table by table (rows as sorted lists)."""
-    if isinstance(base, Exception) or isinstance(got, Exception):
-        same = type(base) is type(got) and str(base) == str(got)
+    if refusal(base) is not None or refusal(got) is not None:
+        same = refusal(base) == refusal(got)
         return [] if same else [f"answer: {base!r} at the suites' layout, {got!r} here"]
     out = []
     for table in sorted(set(base) | set(got)):
@@ -86,27 +107,44 @@ def differences(base: Output | Exception, got: Output | Exception) -> list[str]:
     return out
 
 
+_RUNS: list[Any] = []  # the session's one LayoutRuns, once started
+
+
+def start_layout_runs(config: pytest.Config) -> None:
+    """Starts the child that answers the layout traces under every layout of this profile."""
+    from spark_impl.testing.layout_child import LayoutRuns
+
+    traces = layout_traces(config)
+    if _RUNS or not traces or replaying() is not None:
+        return
+    work = Path(tempfile.mkdtemp(prefix="layout-runs-"))
+    runs = LayoutRuns(work, {name: (LAYOUTS[name], sent_traces(name, traces)) for name in layouts()})
+    _RUNS.append(runs)
+    atexit.register(lambda: (runs.stop(), shutil.rmtree(work, ignore_errors=True)))
+
+
+def sent_traces(layout: str, traces: list[Trace]) -> list[Trace]:
+    return [restarted_after_every_batch(t) for t in traces] if layout == RESTART_EVERY_BATCH else traces
+
+
+@pytest.mark.after_prerun.with_args(start_layout_runs)
 @pytest.mark.clauses("TR-18")
 @pytest.mark.parametrize("layout", layouts())
 def test_spark_an_answer_does_not_depend_on_the_layout(layout: str, request: pytest.FixtureRequest) -> None:
-    from spark_impl.engine import SparkEngine
-
     traces = layout_traces(request.config)
     if not traces:
         pytest.fail("no selected scenario has a trace for this run: select a feature file with it")
     base = prerun_engine(request.config, "spark").run(traces)
-    sent = [restarted_after_every_batch(t) for t in traces] if layout == RESTART_EVERY_BATCH else traces
-    engine = SparkEngine(**LAYOUTS[layout])
-    got = engine.run(sent)
+    start_layout_runs(request.config)  # not started yet when the run began with this test
+    done = _RUNS[0].answers(layout)
     failures: list[str] = []
     first: Trace | None = None
-    for trace, want, have in zip(traces, base, got, strict=True):
+    for trace, want, have in zip(traces, base, done.answers, strict=True):
         found = differences(want, have)
         if found:
             failures.append(f"{trace.area} / {trace.name}:\n    " + "\n    ".join(found))
             first = first or trace
-    seconds = round(engine.last_run_seconds or 0, 1)
-    request.node.user_properties += [("traces", len(traces)), ("seconds", seconds)]
+    request.node.user_properties += [("traces", len(traces)), ("seconds", done.seconds)]
     assert not failures, (
         f"{len(failures)} of {len(traces)} traces answer differently with {layout} (TR-18):\n"
         + "\n".join(failures[:10])

@@ -124,7 +124,7 @@ def test_marked():
     note("test_marked")
 
 
-def start():
+def start(config):
     with open("events.log", "a") as f:
         f.write("after_prerun start\\n")
 

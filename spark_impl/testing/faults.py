@@ -388,7 +388,7 @@ def compare_final(expected: Expected, sink: Path) -> dict[str, str]:
 CONNECT_MARKERS = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT_MODE_ENABLED")
 
 
-def _child_env(work: Path) -> dict[str, str]:
+def child_env(work: Path) -> dict[str, str]:
     # The child runs classic Spark: under Connect it would start a second local Connect server
     # on the port the parent's holds, and a kill must reach the JVM that runs the query.
     env = {k: v for k, v in os.environ.items() if k not in CONNECT_MARKERS}
@@ -415,7 +415,7 @@ def _start_child(
     proc = subprocess.Popen(
         [sys.executable, "-m", "spark_impl.testing.fault_child", str(work)],
         cwd=ROOT,
-        env=_child_env(work),
+        env=child_env(work),
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
