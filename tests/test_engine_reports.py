@@ -75,10 +75,18 @@ def test_an_engine_without_a_run_is_merged_from_its_committed_answers(
     assert script.main(["--merge-only"]) == 0
     summary = (out / "summary.md").read_text(encoding="utf-8")
     committed = (ROOT / "docs" / "conformance" / "summary.md").read_text(encoding="utf-8")
+
+    def share_rows(page: str, engine: str) -> list[str]:  # the engine's row of the share table
+        return [
+            line
+            for line in page.splitlines()
+            if re.match(rf"\| {engine} \| \d+ \| \d+ \| \d+ \| \d+ \| \d+% \|", line)
+        ]
+
     for engine in ("reference", "flink"):
-        [row] = [line for line in committed.splitlines() if line.startswith(f"| {engine} | 660 |")]
+        [row] = share_rows(committed, engine)
         assert row in summary
-    assert "| spark | 660 |" not in summary  # no run and no committed answers here: left out
+    assert not share_rows(summary, "spark")  # no run and no committed answers here: left out
 
 
 def _check(answers: Path, engine: str) -> int:
