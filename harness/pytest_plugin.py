@@ -176,7 +176,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "after_prerun(function): (given with .with_args) function(config) starts work in the background that "
+        "after_prerun(function): (given with .with_args) function() starts work in the background that "
         "the test reads later; called once, when the pre-runs are over: at the next oracle test's start "
         "if they ended beside the oracle's tests, else when the first test that may not run beside "
         "them and is not marked before_background starts",
@@ -832,8 +832,7 @@ _STARTED = pytest.StashKey[bool]()
 
 
 def _start_after_prerun(session: pytest.Session) -> None:
-    """Once the pre-runs are over: each ``after_prerun`` function of the selected tests, once, given
-    the session's config."""
+    """Once the pre-runs are over: each ``after_prerun`` function of the selected tests, once."""
     if session.config.stash.get(_STARTED, False):
         return
     session.config.stash[_STARTED] = True
@@ -843,7 +842,7 @@ def _start_after_prerun(session: pytest.Session) -> None:
             function = mark.args[0]
             if function not in started:
                 started.append(function)
-                function(session.config)
+                function()
 
 
 TAGGED_SUITES = ("features", "properties")  # TR-12: every test in these folders names its clauses

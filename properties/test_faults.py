@@ -128,7 +128,7 @@ _RUNS: dict[Budget, FaultRun] = {}
 _BACKGROUND: dict[Budget, KillsInBackground] = {}
 
 
-def start_shared_run(config: pytest.Config) -> None:
+def start_shared_run() -> None:
     """Start the budget's killed run in the background (``KillsInBackground``), so it takes the
     core the in-process Spark tests leave idle and its tests (run last) find it done. The traces
     and the plan are drawn here, in the caller's thread (Hypothesis is not thread-safe); a draw

@@ -233,7 +233,7 @@ _RUN: dict[str, tuple[list[HostileTable], RunResult]] = {}
 _STARTED: dict[str, tuple[list[HostileTable], Any, tempfile.TemporaryDirectory[str]]] = {}
 
 
-def start_shared_run(config: pytest.Config) -> None:
+def start_shared_run() -> None:
     """Start the query once the pre-run is over: it runs in Spark's threads beside the tests that
     follow (the serial Spark tests leave most of a core idle), and its tests, run near the end
     (properties/conftest.py), find it done. Tables and plan are made here, in the main thread;

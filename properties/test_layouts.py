@@ -81,7 +81,7 @@ def restarted_after_every_batch(trace: Trace) -> Trace:
 
 def refusal(answer: Any) -> tuple[str, str] | None:
     """A refused trace's error as (type's full name, message); None for an output."""
-    from spark_impl.testing.layout_child import Refusal
+    from spark_impl.testing.layouts import Refusal
 
     if isinstance(answer, Refusal):
         return answer.type_name, answer.message
@@ -112,7 +112,7 @@ _RUNS: list[Any] = []  # the session's one LayoutRuns, once started
 
 def start_layout_runs(config: pytest.Config) -> None:
     """Starts the child that answers the layout traces under every layout of this profile."""
-    from spark_impl.testing.layout_child import LayoutRuns
+    from spark_impl.testing.layouts import LayoutRuns
 
     traces = layout_traces(config)
     if _RUNS or not traces or replaying() is not None:
@@ -127,7 +127,8 @@ def sent_traces(layout: str, traces: list[Trace]) -> list[Trace]:
     return [restarted_after_every_batch(t) for t in traces] if layout == RESTART_EVERY_BATCH else traces
 
 
-@pytest.mark.after_prerun.with_args(start_layout_runs)
+# properties/conftest.py gives these tests start_layout_runs, with the session's config, as their
+# after_prerun function
 @pytest.mark.clauses("TR-18")
 @pytest.mark.parametrize("layout", layouts())
 def test_spark_an_answer_does_not_depend_on_the_layout(layout: str, request: pytest.FixtureRequest) -> None:

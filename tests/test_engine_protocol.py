@@ -134,7 +134,7 @@ def test_the_faulty_node_engine_with_its_deviation_recorded_passes(tmp_path: Pat
     assert (
         done.stdout.strip()
         .splitlines()[-1]
-        .endswith(": 31 passed, 0 failed, 4 deviations, 0 unexpected passes, 6 skipped")
+        .endswith(": 32 passed, 0 failed, 4 deviations, 0 unexpected passes, 6 skipped")
     )
     assert "deviation" in html.read_text(encoding="utf-8")
     assert 'failures="0"' in junit.read_text(encoding="utf-8")
@@ -147,7 +147,7 @@ def test_the_faulty_node_engine_with_its_deviation_recorded_passes(tmp_path: Pat
     assert (
         done.stdout.strip()
         .splitlines()[-1]
-        .endswith(": 34 passed, 0 failed, 0 deviations, 1 unexpected passes, 6 skipped")
+        .endswith(": 35 passed, 0 failed, 0 deviations, 1 unexpected passes, 6 skipped")
     )
 
 

@@ -124,7 +124,7 @@ def test_marked():
     note("test_marked")
 
 
-def start(config):
+def start():
     with open("events.log", "a") as f:
         f.write("after_prerun start\\n")
 
