@@ -391,7 +391,9 @@ CONNECT_MARKERS = ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT_MODE_ENA
 def child_env(work: Path) -> dict[str, str]:
     # The child runs classic Spark: under Connect it would start a second local Connect server
     # on the port the parent's holds, and a kill must reach the JVM that runs the query.
-    env = {k: v for k, v in os.environ.items() if k not in CONNECT_MARKERS}
+    from spark_impl.testing.warm_python import without_launcher
+
+    env = without_launcher({k: v for k, v in os.environ.items() if k not in CONNECT_MARKERS})
     local = work / "local"
     local.mkdir(exist_ok=True)
     # A killed JVM leaves its scratch files behind: keep them in the work dir, which goes at the end.
