@@ -591,6 +591,8 @@ class EngineRuns:
             f"by tests) in one engine.run call, {time.monotonic() - started:.1f} s{beside}"
             + (f" ({skipped} scenarios could not be replayed)" if skipped else "")
         )
+        # where the run's time went, query by query (an engine that says: SparkEngine does)
+        self.prerun_notes.extend(f"{handle.id} query {q}" for q in getattr(engine, "last_run_queries", ()))
 
 
 def scenario_traces(items: Sequence[pytest.Item], engine_id: str) -> tuple[dict[str, Trace], int]:
