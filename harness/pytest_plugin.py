@@ -331,6 +331,7 @@ class EngineHandle:
     cache: dict[str, Output | Exception] = field(default_factory=dict)
     prepared: bool = False
     background: threading.Thread | None = None  # the pre-run, while it runs beside the oracle's tests
+    ran_apart: bool = False  # whether the engine's run_apart answered a run (the pre-run's)
     calls: int = 0  # engine.run calls, for the summary
     traces_run: int = 0
 
@@ -395,8 +396,8 @@ class EngineHandle:
             note = f", in the background beside {beside} tests of the oracle, after one trace alone"
             _lower_switch_interval(self.runs.config)
             self.background = threading.Thread(
-                target=self.runs.run_prerun, args=(self, todo, scenarios, note), name=f"prerun-{self.id}",
-                daemon=True,
+                target=self.runs.run_prerun, args=(self, todo, scenarios, note, True),
+                name=f"prerun-{self.id}", daemon=True,
             )  # fmt: skip
             self.background.start()
 
@@ -412,8 +413,10 @@ class EngineHandle:
         self.prepare()
         return self.run([trace])[0]
 
-    def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
-        """Outputs of many traces in at most one engine.run call (cached)."""
+    def run(self, traces: Sequence[Trace], apart: bool = False) -> list[Output | Exception]:
+        """Outputs of many traces in at most one engine.run call (cached). ``apart``: through the
+        engine's ``run_apart`` when it has one that applies (the same answers from a process of its
+        own, so the oracle's tests in this process do not hold up its Python)."""
         engine = self.engine()
         for t in traces:
             if t.area not in engine.areas:
@@ -426,9 +429,34 @@ class EngineHandle:
         if missing:
             self.calls += 1
             self.traces_run += len(missing)
-            results = run_canonical(engine, list(missing.values()))
+            runner = _Apart(engine) if apart else engine
+            results = run_canonical(runner, list(missing.values()))
+            self.ran_apart = self.ran_apart or (isinstance(runner, _Apart) and runner.answered_apart)
             self.cache.update(zip(missing.keys(), results, strict=True))
         return [self.cache[k] for k in keys]
+
+
+@dataclass
+class _Apart:
+    """An engine whose ``run`` is its ``run_apart`` when it has one and it applies (it returns
+    answers, not None), else its own ``run``."""
+
+    engine: Engine
+    answered_apart: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    @property
+    def areas(self) -> frozenset[str]:
+        return self.engine.areas
+
+    def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
+        apart = getattr(self.engine, "run_apart", None)
+        answers = apart(traces) if apart is not None else None
+        self.answered_apart = answers is not None
+        return self.engine.run(traces) if answers is None else answers
 
 
 # The pre-run's thread drives its engine over sockets (Spark: py4j) and needs the GIL for a moment
@@ -570,13 +598,16 @@ class EngineRuns:
         engine = handle.engine()
         return [t for t in traces.values() if t.area in engine.areas], scenarios
 
-    def run_prerun(self, handle: EngineHandle, todo: list[Trace], scenarios: int, beside: str = "") -> None:
+    def run_prerun(
+        self, handle: EngineHandle, todo: list[Trace], scenarios: int, beside: str = "", apart: bool = False
+    ) -> None:
         """The engine.run call of the pre-run (thread-safe towards the main thread as long as no
-        test of this engine runs: ``EngineHandle.prepare`` waits for it)."""
+        test of this engine runs: ``EngineHandle.prepare`` waits for it); ``apart``: beside the
+        oracle's tests, through the engine's ``run_apart`` where it has one."""
         engine = handle.engine()
         started = time.monotonic()
         try:
-            handle.run(todo)
+            handle.run(todo, apart=apart)
         except Exception as e:  # noqa: BLE001 - fall back to one run per trace
             self.prerun_notes.append(
                 f"{handle.id}: the combined run of {len(todo)} traces failed ({type(e).__name__}: {e}); "
@@ -584,7 +615,8 @@ class EngineRuns:
             )
             return
         where = getattr(engine, "description", "")  # e.g. classic Spark or Spark Connect
-        label = f"{handle.id} ({where})" if where else handle.id
+        where += ", in a process of its own" if handle.ran_apart else ""
+        label = f"{handle.id} ({where.lstrip(', ')})" if where else handle.id
         skipped = self.prerun_skipped.get(handle.id, 0)
         self.prerun_notes.append(
             f"{label}: {len(todo)} traces ({scenarios} of scenarios, {len(todo) - scenarios} registered "

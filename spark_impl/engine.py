@@ -67,6 +67,10 @@ LOG = logging.getLogger(__name__)  # one line per query: its area, traces, start
 #: latencies (planning, restarts, Python workers), so on 2 cores three keep both busy where two
 #: left a third of the CPU idle (the suites' pre-run: 452 s against 724 s with two)
 DEFAULT_CONCURRENT_QUERIES = 3
+#: ``run_apart`` answers in this process instead when this variable is 0 (coverage counts only
+#: the processes it starts itself)
+RUN_APART_VAR = "CONFORMANCE_RUN_APART"
+RUN_APART_TIMEOUT_S = 3600.0
 #: Spark's failure when a Python process it starts does not connect back within 10 s
 WORKER_START_TIMEOUT = "Python worker failed to connect back"
 #: restarts from the checkpoint after that failure before the query counts as failed
@@ -130,6 +134,12 @@ class SparkEngine:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}={value!r}: give a whole number >= 1")
         self._spark = spark
+        self._session_given = spark is not None  # run_apart cannot hand a caller's session on
+        # what a SparkEngine of another process needs to answer as this one does (run_apart)
+        self.settings = {
+            **layout, "concurrent_queries": concurrent_queries, "split_queries": split_queries,
+            "split_restarts": split_restarts,
+        }  # fmt: skip
         self.query_settings = {
             key: str(value) for key, value in (
                 ("spark.sql.shuffle.partitions", shuffle_partitions),
@@ -194,6 +204,31 @@ class SparkEngine:
             for tid, (i, _) in valid.items():
                 results[i] = outputs[tid]
         return results  # type: ignore[return-value]
+
+    def run_apart(self, traces: Sequence[Trace]) -> list[Output | Exception] | None:
+        """What ``run(traces)`` answers, from a SparkEngine of these settings in a process of its
+        own (``spark_impl.testing.engine_child``), for a caller whose own Python is busy: a query's
+        driver runs Python in the process that started it (every operator's sink step), which
+        then waits for the caller's threads to let go of the interpreter lock. None where it does
+        not apply: a session the caller gave (another process cannot have it), Spark Connect (a second local
+        server would want the port of the first), or ``CONFORMANCE_RUN_APART=0``."""
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        from spark_impl.testing.engine_child import EngineChild, Refusal
+
+        if self._session_given or os.environ.get("SPARK_REMOTE") or os.environ.get(RUN_APART_VAR) == "0":
+            return None
+        work = Path(tempfile.mkdtemp(prefix="spark-engine-apart-"))
+        child = EngineChild(work, {"run": (self.settings, traces)}, niceness=0, fresh_runners=False)
+        try:
+            done = child.answers("run", timeout=RUN_APART_TIMEOUT_S)
+        finally:
+            child.stop()
+            shutil.rmtree(work, ignore_errors=True)
+        self.last_run_seconds, self.last_run_queries = done.seconds, list(done.queries)
+        return [a.error() if isinstance(a, Refusal) else a for a in done.answers]
 
     # ---- a few multiplexed queries at once -----------------------------------
 
@@ -278,8 +313,8 @@ class SparkEngine:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         summary = (
-            f"{'+'.join(areas)}: {len(traces)} traces, {len(stops)} query starts, {num_batches} micro-batches, "
-            f"{time.perf_counter() - began:.1f} s"
+            f"{'+'.join(areas)}: {len(traces)} traces, {len(stops)} query starts, "
+            f"{num_batches} micro-batches, {time.perf_counter() - began:.1f} s"
         )
         LOG.info("%s", summary)
         runs.summarise(summary)
