@@ -443,14 +443,11 @@ class _Apart:
 
     engine: Engine
     answered_apart: bool = False
+    name: str = field(init=False)
+    areas: frozenset[str] = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return self.engine.name
-
-    @property
-    def areas(self) -> frozenset[str]:
-        return self.engine.areas
+    def __post_init__(self) -> None:
+        self.name, self.areas = self.engine.name, self.engine.areas
 
     def run(self, traces: Sequence[Trace]) -> list[Output | Exception]:
         apart = getattr(self.engine, "run_apart", None)
