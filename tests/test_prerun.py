@@ -108,6 +108,23 @@ class Slow:
 
 
 ENGINE = Slow()
+
+
+# An engine with run_apart: the pre-run beside the oracle's tests asks it, not run; one that
+# declines returns None, and run answers instead.
+class Apart(Slow):
+
+    def __init__(self, declines):
+        super().__init__()
+        self.declines = declines
+
+    def run_apart(self, traces):
+        note(f"run_apart {len(traces)} {threading.current_thread().name}")
+        return None if self.declines else self.inner.run(traces)
+
+
+APART = Apart(declines=False)
+DECLINES = Apart(declines=True)
 """
 
 PLAIN_TESTS = """\
@@ -161,7 +178,9 @@ def log(pytester: pytest.Pytester) -> list[str]:
     return _run(pytester, passed=8)
 
 
-def _run(pytester: pytest.Pytester, passed: int, *options: str) -> list[str]:
+def _run(
+    pytester: pytest.Pytester, passed: int, *options: str, engine: str = "slow_engine:ENGINE"
+) -> list[str]:
     pytester.makeini("[pytest]\n")
     pytester.mkdir("features")
     (pytester.path / "features" / "conftest.py").write_text(
@@ -174,10 +193,11 @@ def _run(pytester: pytest.Pytester, passed: int, *options: str) -> list[str]:
     (pytester.path / "tests" / "test_plain.py").write_text(PLAIN_TESTS)
     pytester.syspathinsert()
     result = pytester.runpytest(
-        "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", "slow_engine:ENGINE", *options
+        "-p", "harness.pytest_plugin", "--engine", "reference", "--engine", engine, *options
     )  # fmt: skip
     result.assert_outcomes(passed=passed)
     assert "the slow engine starts" not in result.stdout.str()  # captured, as in a test
+    (pytester.path / "stdout.txt").write_text(result.stdout.str())
     return (pytester.path / "events.log").read_text().splitlines()
 
 
@@ -216,6 +236,23 @@ def test_a_wall_clock_test_runs_after_the_pre_run_and_before_the_background_work
     clock = log.index("test test_on_the_clock")
     assert end < clock < log.index("after_prerun start"), log
     assert clock == min(i for i, line in enumerate(log) if line.startswith("test ") and i > end), log
+
+
+def test_the_pre_run_beside_the_oracles_tests_asks_the_engines_run_apart(pytester: pytest.Pytester) -> None:
+    """An engine with ``run_apart`` (Spark's: a process of its own) answers the background
+    pre-run through it; the warm-up trace before it and later misses go through ``run``."""
+    log = _run(pytester, 8, engine="slow_engine:APART")
+    assert log[:2] == ["run start 1 start-slow_engine:APART", "run end"], log
+    assert "run_apart 1 prerun-slow_engine:APART" in log, log
+    assert not any(line.startswith("run start 1 prerun-") for line in log), log
+    assert "in a process of its own" in (pytester.path / "stdout.txt").read_text()
+
+
+def test_a_run_apart_that_declines_leaves_the_pre_run_to_run(pytester: pytest.Pytester) -> None:
+    log = _run(pytester, 8, engine="slow_engine:DECLINES")
+    apart = log.index("run_apart 1 prerun-slow_engine:DECLINES")
+    assert log[apart + 1] == "run start 1 prerun-slow_engine:DECLINES", log
+    assert "in a process of its own" not in (pytester.path / "stdout.txt").read_text()
 
 
 SLOW_ORACLE_TESTS = """\

@@ -100,3 +100,37 @@ def test_spark_query_groups_are_one_area_each_restarted_traces_apart_costliest_f
     assert starts == sorted(starts, reverse=True)
     by_area = query_groups(traces)
     assert sorted(next(iter(g.values()))[1].area for g in by_area) == ["keyed_watermarks", "late_data"]
+
+
+# ---- run_apart: where it applies (the suites' pre-run is its one user and its test) ----------
+
+
+@pytest.mark.clauses("TR-9")
+@pytest.mark.parametrize("why", ["a session the caller gave", "Spark Connect", "CONFORMANCE_RUN_APART=0"])
+def test_run_apart_answers_nothing_where_another_process_cannot_answer_as_this_engine(
+    why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """None, and no child started: the caller runs the traces with ``run`` instead."""
+    from spark_impl.testing import engine_child
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    monkeypatch.delenv("CONFORMANCE_RUN_APART", raising=False)
+    monkeypatch.setattr(engine_child, "EngineChild", None)  # a child started would fail here
+    engine = SparkEngine(object()) if why == "a session the caller gave" else SparkEngine()
+    if why == "Spark Connect":
+        monkeypatch.setenv("SPARK_REMOTE", "local[2]")
+    elif why == "CONFORMANCE_RUN_APART=0":
+        monkeypatch.setenv("CONFORMANCE_RUN_APART", "0")
+    assert engine.run_apart(small_run()) is None
+
+
+@pytest.mark.clauses("TR-6")
+def test_a_refusal_in_another_process_comes_back_as_the_refusal_it_was() -> None:
+    """An invalid configuration answered by the child is the InvalidConfig the oracle gives (the
+    scenarios compare its type and message); any other error names its type."""
+    from spark_impl.testing.engine_child import Refusal
+
+    back = Refusal.of(InvalidConfig("policy: NoSuchPolicy")).error()
+    assert type(back) is InvalidConfig and str(back) == "policy: NoSuchPolicy"
+    other = Refusal.of(KeyError("x")).error()
+    assert isinstance(other, RuntimeError) and "builtins.KeyError" in str(other)
