@@ -22,7 +22,7 @@ restart layout, with restart points after every batch. A trace with restart poin
 is left to TR-5's tests (a query of this run restarts wherever any of its traces asks). Only
 Spark has a physical layout to change, so the test is ``test_spark_*``.
 
-Where it runs: in a Spark of its own (``spark_impl.testing.engine_child``, at nice 19), started
+Where it runs: in a Spark of its own (``spark_impl.engine_child``, at nice 19), started
 once the session's pre-run is over (``after_prerun``), so it takes the CPU the serial Spark tests
 leave idle; the tests run near the end (properties/conftest.py) and find its answers written.
 A process of its own also keeps its settings away from the other tests' queries.
@@ -81,7 +81,7 @@ def restarted_after_every_batch(trace: Trace) -> Trace:
 
 def refusal(answer: Any) -> tuple[str, str] | None:
     """A refused trace's error as (type's full name, message); None for an output."""
-    from spark_impl.testing.engine_child import Refusal
+    from spark_impl.engine_child import Refusal
 
     if isinstance(answer, Refusal):
         return answer.type_name, answer.message
@@ -112,13 +112,16 @@ _RUNS: list[Any] = []  # the session's one EngineChild, once started
 
 def start_layout_runs(config: pytest.Config) -> None:
     """Starts the child that answers the layout traces under every layout of this profile."""
-    from spark_impl.testing.engine_child import EngineChild
+    from spark_impl.engine_child import EngineChild
+    from spark_impl.testing.faults import child_env
 
     traces = layout_traces(config)
     if _RUNS or not traces or replaying() is not None:
         return
     work = Path(tempfile.mkdtemp(prefix="layout-runs-"))
-    runs = EngineChild(work, {name: (LAYOUTS[name], sent_traces(name, traces)) for name in layouts()})
+    runs = EngineChild(
+        work, {name: (LAYOUTS[name], sent_traces(name, traces)) for name in layouts()}, env=child_env(work)
+    )
     _RUNS.append(runs)
     atexit.register(lambda: (runs.stop(), shutil.rmtree(work, ignore_errors=True)))
 

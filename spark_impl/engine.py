@@ -207,7 +207,7 @@ class SparkEngine:
 
     def run_apart(self, traces: Sequence[Trace]) -> list[Output | Exception] | None:
         """What ``run(traces)`` answers, from a SparkEngine of these settings in a process of its
-        own (``spark_impl.testing.engine_child``), for a caller whose own Python is busy: a query's
+        own (``spark_impl.engine_child``), for a caller whose own Python is busy: a query's
         driver runs Python in the process that started it (every operator's sink step), which
         then waits for the caller's threads to let go of the interpreter lock. None where it does
         not apply: a session the caller gave (another process cannot have it), Spark Connect (a second local
@@ -216,12 +216,12 @@ class SparkEngine:
         import tempfile
         from pathlib import Path
 
-        from spark_impl.testing.engine_child import EngineChild, Refusal
+        from spark_impl.engine_child import EngineChild, Refusal
 
         if self._session_given or os.environ.get("SPARK_REMOTE") or os.environ.get(RUN_APART_VAR) == "0":
             return None
         work = Path(tempfile.mkdtemp(prefix="spark-engine-apart-"))
-        child = EngineChild(work, {"run": (self.settings, traces)}, niceness=0, fresh_runners=False)
+        child = EngineChild(work, {"run": (self.settings, traces)}, niceness=0)
         try:
             done = child.answers("run", timeout=RUN_APART_TIMEOUT_S)
         finally:

@@ -111,7 +111,7 @@ def test_run_apart_answers_nothing_where_another_process_cannot_answer_as_this_e
     why: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """None, and no child started: the caller runs the traces with ``run`` instead."""
-    from spark_impl.testing import engine_child
+    from spark_impl import engine_child
 
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
     monkeypatch.delenv("CONFORMANCE_RUN_APART", raising=False)
@@ -128,7 +128,7 @@ def test_run_apart_answers_nothing_where_another_process_cannot_answer_as_this_e
 def test_a_refusal_in_another_process_comes_back_as_the_refusal_it_was() -> None:
     """An invalid configuration answered by the child is the InvalidConfig the oracle gives (the
     scenarios compare its type and message); any other error names its type."""
-    from spark_impl.testing.engine_child import Refusal
+    from spark_impl.engine_child import Refusal
 
     back = Refusal.of(InvalidConfig("policy: NoSuchPolicy")).error()
     assert type(back) is InvalidConfig and str(back) == "policy: NoSuchPolicy"

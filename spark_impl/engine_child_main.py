@@ -1,5 +1,5 @@
-"""The child process of ``spark_impl.testing.engine_child.EngineChild``:
-``python -m spark_impl.testing.engine_child_main WORKDIR`` answers each run of
+"""The child process of ``spark_impl.engine_child.EngineChild``:
+``python -m spark_impl.engine_child_main WORKDIR`` answers each run of
 ``WORKDIR/runs.json`` in turn and writes its answers beside it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.traces import Trace
-from spark_impl.testing.engine_child import RUNS_FILE, ChildAnswers, Refusal, answers_path
+from spark_impl.engine_child import RUNS_FILE, ChildAnswers, Refusal, answers_path
 
 
 def main(argv: Sequence[str]) -> int:

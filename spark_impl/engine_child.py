@@ -1,6 +1,6 @@
 """A ``SparkEngine`` in a process of its own, answering named runs of traces.
 
-``EngineChild`` starts ``python -m spark_impl.testing.engine_child_main WORKDIR``, which answers,
+``EngineChild`` starts ``python -m spark_impl.engine_child_main WORKDIR``, which answers,
 for each run of ``WORKDIR/runs.json`` in turn (a name, ``SparkEngine`` settings, and a traces file
 of ``Trace.dumps`` lines), every trace with a ``SparkEngine`` of those settings, and writes the
 answers to ``WORKDIR/<name>.answers.pkl`` (written whole, then renamed) with the run's seconds.
@@ -11,7 +11,8 @@ Who uses it, and why a process:
 - the layout test (properties/test_layouts.py, spec/traces.md TR-18): the layout settings are set
   on a session while its queries start, and a run in the suites' own process would overlap other
   tests' queries, which would then start with them. It runs at nice 19, so it takes the CPU the
-  serial Spark tests leave idle, with Spark's runners started fresh (``faults.child_env``);
+  serial Spark tests leave idle, in the kill tests' children's environment
+  (``spark_impl.testing.faults.child_env``: Spark's runners started fresh);
 - the suites' pre-run beside the oracle's tests (``SparkEngine.run_apart``): a query's driver
   runs Python of its own in the process that started it (the sink step of every micro-batch),
   and in the suites' process that Python waits for the oracle's tests to let go of the
@@ -34,7 +35,8 @@ from typing import Any
 
 from harness.outputs import Output
 from harness.traces import InvalidConfig, Trace
-from spark_impl.testing.faults import ROOT, child_env
+
+ROOT = Path(__file__).resolve().parents[1]  # the tree the child imports the operators from
 
 RUNS_FILE = "runs.json"
 LOG_FILE = "child.log"
@@ -73,16 +75,15 @@ def answers_path(work: Path, name: str) -> Path:
 class EngineChild:
     """One child answering each named run (name -> SparkEngine settings and the traces to send)
     in turn, started now; ``answers(name)`` waits for that run's answers. ``niceness``: the
-    child's priority; ``fresh_runners``: the child's environment as the kill tests' children
-    have it (classic Spark, Spark's runners started fresh, scratch files in ``work``), else the
-    caller's environment."""
+    child's priority; ``env``: its environment (default: the caller's), with this tree first on
+    ``PYTHONPATH`` either way."""
 
     def __init__(
         self,
         work: Path,
         runs: Mapping[str, tuple[Mapping[str, Any], Sequence[Trace]]],
         niceness: int = 19,
-        fresh_runners: bool = True,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.work = work
         plan = []
@@ -91,14 +92,11 @@ class EngineChild:
             path.write_text("".join(t.dumps() + "\n" for t in traces), encoding="utf-8")
             plan.append({"name": name, "settings": dict(settings), "traces": path.name})
         (work / RUNS_FILE).write_text(json.dumps(plan), encoding="utf-8")
-        if fresh_runners:
-            env = child_env(work)
-        else:
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        env = dict(os.environ if env is None else env)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         self._log = open(work / LOG_FILE, "wb")  # noqa: SIM115 - closed when the child has ended
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "spark_impl.testing.engine_child_main", str(work)],
+            [sys.executable, "-m", "spark_impl.engine_child_main", str(work)],
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
