@@ -40,7 +40,9 @@ area (``query_groups``), a few of them at the same time in the one session:
   that named another batch, or none, is restarted there too, which the clause
   allows (the output of a restarted run equals the uninterrupted one);
 - a query that fails stops the others and ``run`` raises ``RuntimeError``
-  naming its areas.
+  naming its areas;
+- ``run_apart`` gives ``run``'s answers from a SparkEngine of the same settings in a process of
+  its own, for a caller whose own Python is busy (the suites' pre-run beside the oracle's tests).
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ LOG = logging.getLogger(__name__)  # one line per query: its area, traces, start
 #: latencies (planning, restarts, Python workers), so on 2 cores three keep both busy where two
 #: left a third of the CPU idle (the suites' pre-run: 452 s against 724 s with two)
 DEFAULT_CONCURRENT_QUERIES = 3
-#: ``run_apart`` answers in this process instead when this variable is 0 (coverage counts only
-#: the processes it starts itself)
+#: ``run_apart`` declines when this variable is 0 (the caller then runs in its own process: one
+#: process to debug or profile)
 RUN_APART_VAR = "CONFORMANCE_RUN_APART"
 RUN_APART_TIMEOUT_S = 3600.0
 #: Spark's failure when a Python process it starts does not connect back within 10 s
@@ -210,8 +212,10 @@ class SparkEngine:
         own (``spark_impl.engine_child``), for a caller whose own Python is busy: a query's
         driver runs Python in the process that started it (every operator's sink step), which
         then waits for the caller's threads to let go of the interpreter lock. None where it does
-        not apply: a session the caller gave (another process cannot have it), Spark Connect (a second local
-        server would want the port of the first), or ``CONFORMANCE_RUN_APART=0``."""
+        not apply: a session the caller gave (another process cannot have it), Spark Connect (a
+        second local server would want the port of the first), or ``CONFORMANCE_RUN_APART=0``.
+        The child is stopped when this process exits first (Ctrl-C in the suites)."""
+        import atexit
         import shutil
         import tempfile
         from pathlib import Path
@@ -222,10 +226,12 @@ class SparkEngine:
             return None
         work = Path(tempfile.mkdtemp(prefix="spark-engine-apart-"))
         child = EngineChild(work, {"run": (self.settings, traces)}, niceness=0)
+        atexit.register(child.stop)  # a caller's daemon thread never reaches the finally below
         try:
             done = child.answers("run", timeout=RUN_APART_TIMEOUT_S)
         finally:
             child.stop()
+            atexit.unregister(child.stop)
             shutil.rmtree(work, ignore_errors=True)
         self.last_run_seconds, self.last_run_queries = done.seconds, list(done.queries)
         return [a.error() if isinstance(a, Refusal) else a for a in done.answers]

@@ -22,9 +22,11 @@ Who uses it, and why a process:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -126,8 +128,10 @@ class EngineChild:
         return answers
 
     def stop(self) -> None:
+        """Ends the child, with its Spark JVM and Python workers (its session's process group)."""
         if self.proc.poll() is None:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self._log.close()
 
