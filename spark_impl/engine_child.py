@@ -95,7 +95,9 @@ class EngineChild:
             plan.append({"name": name, "settings": dict(settings), "traces": path.name})
         (work / RUNS_FILE).write_text(json.dumps(plan), encoding="utf-8")
         env = dict(os.environ if env is None else env)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if paths[:1] != [str(ROOT)]:  # faults.child_env puts it first already
+            env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
         self._log = open(work / LOG_FILE, "wb")  # noqa: SIM115 - closed when the child has ended
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spark_impl.engine_child_main", str(work)],
