@@ -167,6 +167,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
+        "conformance_job(reason): a test only the conformance job runs (the thorough profile): it "
+        "repeats, at a cost in minutes, what the tests the reason names show in the test job; "
+        "deselected under the other profiles unless its node id is on the command line",
+    )
+    config.addinivalue_line(
+        "markers",
         "spark_only: a test of the Spark implementation (as a test_spark_* name), run when spark is chosen",
     )
     config.addinivalue_line(
@@ -277,6 +283,7 @@ _SPARK_ONLY_CLAUSES = pytest.StashKey[set[str]]()
 _REPLAY_BEFORE = pytest.StashKey[tuple[Any, ...]]()
 _FAILURE_CAUSES = pytest.StashKey["Counter[str]"]()
 _TAG_PROBLEMS = pytest.StashKey[list[str]]()
+_CONFORMANCE_JOB_ONLY = pytest.StashKey[int]()
 #: what the judge's self-test (tests/test_judge.py) said of each expectation file, for the summary
 JUDGE_SELFTEST = pytest.StashKey[list[str]]()
 
@@ -729,6 +736,7 @@ def pytest_collection_modifyitems(
         raise pytest.UsageError(
             "clause tags (TR-12): no heading of spec/*.md defines these ids\n" + "\n".join(unknown)
         )
+    config.stash[_CONFORMANCE_JOB_ONLY] = _deselect_conformance_job_tests(config, items)
     runs = config.stash[_RUNS]
     runs.load_all()  # an engine that cannot be loaded stops the run once, here
     exp_dir = Path(config.rootpath, config.getoption("expectations_dir"))
@@ -771,6 +779,24 @@ def pytest_collection_modifyitems(
     # The oracle's tests first: the other engines' pre-runs run beside them (pytest_runtestloop).
     # Then the tests that wait on the wall clock, before the after_prerun work starts.
     items[:] = sorted(items, key=lambda i: (not _beside_prerun(config, i), not _waits_on_the_clock(i)))
+
+
+def _deselect_conformance_job_tests(config: pytest.Config, items: list[pytest.Item]) -> int:
+    """Outside the thorough profile, leaves out the tests marked ``conformance_job`` (but those
+    named by node id on the command line); returns how many it left out."""
+    if profile_name() == "thorough":
+        return 0
+    named = [a.replace(os.sep, "/") for a in config.args if "::" in a]
+    left_out = [
+        i
+        for i in items
+        if i.get_closest_marker("conformance_job") is not None
+        and not any(i.nodeid == a or i.nodeid.startswith(a + "[") for a in named)
+    ]
+    if left_out:
+        items[:] = [i for i in items if i not in left_out]
+        config.hook.pytest_deselected(items=left_out)
+    return len(left_out)
 
 
 BESIDE_SUITES = ("features", "properties")  # where a test that names no engine asks the oracle alone
@@ -1538,6 +1564,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     tr.section("conformance summary")
     for note in config.stash[_RUNS].prerun_notes:
         tr.write_line(f"engine run: {note}")
+    left_out = config.stash.get(_CONFORMANCE_JOB_ONLY, 0)
+    if left_out:
+        tr.write_line(
+            f"conformance job only: {left_out} tests left out under profile {profile_name()} "
+            "(the thorough profile runs them: tox -e conformance)"
+        )
     if not summary["spec_found"]:
         tr.write_line("no clause headings found in spec/*.md; listing the clauses seen in tags")
     columns = (

@@ -12,7 +12,8 @@ name the areas whose operators use the code). A mutant is killed when its suites
 ``features/test_<area>.py``, ``properties/test_<area>.py``, ``tests/test_spark_<area>*.py``,
 the sink step's tests, which every operator's ``write_tables`` runs (``SINK_STEP_TESTS``), and
 the layout test, which runs the area's scenarios again under another layout (``LAYOUT_TESTS``), on
-``--engine spark`` with the test job's Hypothesis profile. The script prints, per mutant, the
+``--engine spark`` with the test job's Hypothesis profile (so without the tests marked
+``conformance_job``, as in the test job). The script prints, per mutant, the
 test that killed it and the time it took, then the kill rate per area and its own run time, and
 writes them to ``reports/mutants.json``. It exits 0 whatever survives: it measures, it does not
 judge (a survivor gets a test or a stated reason it is equivalent).
