@@ -1567,7 +1567,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     left_out = config.stash.get(_CONFORMANCE_JOB_ONLY, 0)
     if left_out:
         tr.write_line(
-            f"conformance job only: {left_out} tests left out under profile {profile_name()} "
+            f"conformance job only: {left_out} test{'s' * (left_out != 1)} left out under profile "
+            f"{profile_name()} "
             "(the thorough profile runs them: tox -e conformance)"
         )
     if not summary["spec_found"]:
