@@ -784,6 +784,11 @@ def pytest_collection_modifyitems(
 def _deselect_conformance_job_tests(config: pytest.Config, items: list[pytest.Item]) -> int:
     """Outside the thorough profile, leaves out the tests marked ``conformance_job`` (but those
     named by node id on the command line); returns how many it left out."""
+    unexplained = [i.nodeid for i in items if _conformance_job_without_reason(i)]
+    if unexplained:  # the reason is what shows the move loses nothing
+        raise pytest.UsageError(
+            "conformance_job needs a reason naming the tests that show the same:\n" + "\n".join(unexplained)
+        )
     if profile_name() == "thorough":
         return 0
     named = [a.replace(os.sep, "/") for a in config.args if "::" in a]
@@ -797,6 +802,11 @@ def _deselect_conformance_job_tests(config: pytest.Config, items: list[pytest.It
         items[:] = [i for i in items if i not in left_out]
         config.hook.pytest_deselected(items=left_out)
     return len(left_out)
+
+
+def _conformance_job_without_reason(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("conformance_job")
+    return marker is not None and not (marker.args and str(marker.args[0]).strip())
 
 
 BESIDE_SUITES = ("features", "properties")  # where a test that names no engine asks the oracle alone

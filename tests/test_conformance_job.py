@@ -56,3 +56,11 @@ def test_a_test_named_by_its_node_id_runs_in_any_job(
     _run(
         pytester, monkeypatch, "ci", "test_suite.py::test_moved", "test_suite.py::test_cases"
     ).assert_outcomes(passed=3)
+
+
+def test_a_move_without_a_reason_stops_the_run(pytester: pytest.Pytester) -> None:
+    bare = "import pytest\n\n@pytest.mark.conformance_job\ndef test_moved():\n    pass\n"
+    pytester.makepyfile(test_bare=bare)
+    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin", "--engine", "reference")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*conformance_job needs a reason*", "*test_bare.py::test_moved*"])
