@@ -88,7 +88,14 @@ from harness.expectations import (
     load_expectations,
     unknown_clause_problems,
 )
-from harness.hypothesis_profiles import ENV_VAR, SEED_VAR, profile_name, run_seed, set_run_seed
+from harness.hypothesis_profiles import (
+    ENV_VAR,
+    SEED_VAR,
+    load_profile,
+    profile_name,
+    run_seed,
+    set_run_seed,
+)
 from harness.output_clauses import clause_areas
 from harness.outputs import Output, format_table
 from harness.traces import Trace
@@ -204,6 +211,11 @@ def _configure_seed(config: pytest.Config) -> None:
     profile = config.getoption("hypothesis_profile", default=None)
     if profile:
         os.environ[ENV_VAR] = profile  # so run_seed() and the property suites see the chosen profile
+    try:
+        # now, not at the first property module: Hypothesis loads its own "ci" where $CI is set
+        load_profile()
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
     given = config.getoption("hypothesis_seed", default=None)
     if given is not None:
         try:

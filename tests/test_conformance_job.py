@@ -46,8 +46,18 @@ def test_the_test_job_leaves_them_out_and_says_how_many(
     )
 
 
-def test_the_thorough_profile_runs_them(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    _run(pytester, monkeypatch, "thorough").assert_outcomes(passed=4)
+@pytest.mark.parametrize("ci_variable", [None, "true"], ids=["local", "CI-set"])
+def test_the_thorough_profile_runs_them(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci_variable: str | None
+) -> None:
+    # Hypothesis loads its own profile named ci on import where $CI is set (CI machines do)
+    if ci_variable is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci_variable)
+    result = _run(pytester, monkeypatch, "thorough")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["conformance: profile thorough, seed *"])
 
 
 def test_a_test_named_by_its_node_id_runs_in_any_job(
