@@ -175,8 +175,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "conformance_job(reason): a test only the conformance job runs (the thorough profile): it "
-        "repeats, at a cost in minutes, what the tests the reason names show in the test job; "
-        "deselected under the other profiles unless its node id is on the command line",
+        "costs minutes, and the reason names the tests that show the same in the test job, or says "
+        "why none can; deselected under the other profiles unless its node id is on the command line",
     )
     config.addinivalue_line(
         "markers",
@@ -799,7 +799,8 @@ def _deselect_conformance_job_tests(config: pytest.Config, items: list[pytest.It
     unexplained = [i.nodeid for i in items if _conformance_job_without_reason(i)]
     if unexplained:  # the reason is what shows the move loses nothing
         raise pytest.UsageError(
-            "conformance_job needs a reason naming the tests that show the same:\n" + "\n".join(unexplained)
+            "conformance_job needs a reason: the test job's tests that show the same, or why none can:\n"
+            + "\n".join(unexplained)
         )
     if profile_name() == "thorough":
         return 0

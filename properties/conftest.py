@@ -52,11 +52,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     hostile = [i for i in items if getattr(i, "originalname", "") == HOSTILE_SPARK_TEST]
     layouts = [i for i in items if i.path.name == LAYOUT_TESTS]
     if layouts:  # their child starts once the pre-run is over, from the session's scenario traces
-        from properties.test_layouts import start_layout_runs
+        from properties.test_layouts import LOST_EXECUTOR_TEST, start_layout_runs, start_lost_executor_run
 
         start = functools.partial(start_layout_runs, config)
+        lost = functools.partial(start_lost_executor_run, config)
         for item in layouts:
-            item.add_marker(pytest.mark.after_prerun.with_args(start))
+            own = lost if getattr(item, "originalname", "") == LOST_EXECUTOR_TEST else start
+            item.add_marker(pytest.mark.after_prerun.with_args(own))
     late = {*counting, *killing, *hostile, *layouts}
     items[:] = [i for i in items if i not in late] + layouts + hostile + killing + counting
     if replaying() is not None:

@@ -26,6 +26,11 @@ Where it runs: in a Spark of its own (``spark_impl.engine_child``, at nice 19), 
 once the session's pre-run is over (``after_prerun``), so it takes the CPU the serial Spark tests
 leave idle; the tests run near the end (properties/conftest.py) and find its answers written.
 A process of its own also keeps its settings away from the other tests' queries.
+
+The same traces also run once on a multi-process Spark with one executor killed in the middle of
+a task (spec/traces.md TR-17, "A lost executor"; conformance job only): a child on
+``local-cluster`` (``spark_impl.testing.lost_executor``) started beside the layout child, and
+its answers must equal the pre-run's too.
 """
 
 from __future__ import annotations
@@ -153,4 +158,68 @@ def test_spark_an_answer_does_not_depend_on_the_layout(layout: str, request: pyt
         f"{len(failures)} of {len(traces)} traces answer differently with {layout} (TR-18):\n"
         + "\n".join(failures[:10])
         + ("" if first is None else f"\nThe first of them, to run alone: {first.describe()}")
+    )
+
+
+# ---- a lost executor (TR-17): the same traces on a multi-process Spark, one executor killed mid-task ----
+
+LOST_EXECUTOR_RUN = "an-executor-lost-mid-task"
+LOST_EXECUTOR_TEST = "test_spark_an_executor_lost_mid_task_changes_no_answer"
+_LOST: list[tuple[Any, Any]] = []  # the session's lost-executor child and its killer, once started
+
+
+def start_lost_executor_run(config: pytest.Config) -> None:
+    """Starts the child that answers the layout traces on ``local-cluster`` and the thread that
+    kills one of its executors once a task runs on it."""
+    from spark_impl.engine_child import EngineChild, answers_path
+    from spark_impl.testing.faults import child_env
+    from spark_impl.testing.lost_executor import ExecutorKiller, lost_executor_env
+
+    traces = layout_traces(config)
+    if _LOST or not traces or replaying() is not None:
+        return
+    work = Path(tempfile.mkdtemp(prefix="lost-executor-"))
+    child = EngineChild(work, {LOST_EXECUTOR_RUN: ({}, traces)}, env=lost_executor_env(child_env(work)))
+    killer = ExecutorKiller(child.proc.pid, until=answers_path(work, LOST_EXECUTOR_RUN))
+    _LOST.append((child, killer))
+    atexit.register(lambda: (child.stop(), shutil.rmtree(work, ignore_errors=True)))
+
+
+# properties/conftest.py gives this test start_lost_executor_run as its after_prerun function
+@pytest.mark.clauses("TR-17")
+@pytest.mark.conformance_job(
+    "none in the test job: it has no multi-process Spark. There test_faults.py kills a whole query "
+    "and this file's layout test reruns the work cut otherwise; here the driver lives and Spark "
+    "reruns a dead executor's tasks elsewhere (a Spark of its own on local-cluster, minutes of CPU)"
+)
+def test_spark_an_executor_lost_mid_task_changes_no_answer(request: pytest.FixtureRequest) -> None:
+    """On local-cluster (two executors, each a JVM with Python workers of its own), one executor
+    is killed with SIGKILL while a Python task runs on it; the query goes on, Spark reruns the
+    lost tasks on the other executor, and every table of every trace equals the pre-run's."""
+    from spark_impl.engine_child import LOG_FILE
+    from spark_impl.testing.lost_executor import LOCAL_CLUSTER, lost_tasks
+
+    traces = layout_traces(request.config)
+    if not traces:
+        pytest.fail("no selected scenario has a trace for this run: select a feature file with it")
+    base = prerun_engine(request.config, "spark").run(traces)
+    start_lost_executor_run(request.config)  # not started yet when the run began with this test
+    child, killer = _LOST[0]
+    done = child.answers(LOST_EXECUTOR_RUN)
+    kill = killer.result()
+    log = (child.work / LOG_FILE).read_text(encoding="utf-8", errors="replace")
+    request.node.user_properties += [("traces", len(traces)), ("seconds", done.seconds), ("kill", repr(kill))]
+    assert kill is not None, f"no executor of {LOCAL_CLUSTER} was seen busy before the run ended"
+    assert lost_tasks(log) > 0, (
+        f"the executor killed ({kill}) ran no task the driver lost: the kill missed a task\n"
+        + child.log_tail()
+    )
+    failures = [
+        f"{trace.area} / {trace.name}:\n    " + "\n    ".join(found)
+        for trace, want, have in zip(traces, base, done.answers, strict=True)
+        if (found := differences(want, have))
+    ]
+    assert not failures, (
+        f"{len(failures)} of {len(traces)} traces answer differently after {kill} (TR-17):\n"
+        + "\n".join(failures[:10])
     )
