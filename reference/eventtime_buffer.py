@@ -416,7 +416,8 @@ def config_from_trace(
 
 
 class EventtimeBufferStream:
-    """Plays an eventtime_buffer trace batch by batch and collects its output tables."""
+    """Plays an eventtime_buffer trace batch by batch and collects its output tables; what another cut of
+    the same items into batches may change: VELO-R25."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         streams, options, registry = config_from_trace(config)

@@ -706,7 +706,8 @@ def aggregate_row(batch: int, key: str, value: AggregateValue) -> Row:
 
 
 class ExactlyOnceAggregationStream:
-    """Plays an exactly_once_aggregation trace batch by batch and collects its output tables."""
+    """Plays an exactly_once_aggregation trace batch by batch and collects its output tables;
+    what another cut of the same items into batches may change: OXE-R19."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = validate_config(config)

@@ -651,7 +651,8 @@ def config_from_trace(
 
 
 class KeyedWatermarkStream:
-    """Plays a keyed_watermarks trace batch by batch and collects its output tables."""
+    """Plays a keyed_watermarks trace batch by batch and collects its output tables; what another cut of
+    the same items into batches may change: F065-R39."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         tracker_config, window_size = config_from_trace(config)

@@ -205,7 +205,8 @@ def config_from_trace(config: dict[str, Any]) -> LateDataConfig:
 
 
 class LateDataStream:
-    """Plays a late_data trace batch by batch and collects its output tables."""
+    """Plays a late_data trace batch by batch and collects its output tables; what another cut of
+    the same items into batches may change: OXL-R19."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config_from_trace(config)

@@ -314,7 +314,8 @@ def config_from_trace(config: dict[str, Any]) -> tuple[int, int]:
 
 
 class PartitionedWatermarkStream:
-    """Plays a partitioned_watermarks trace batch by batch and collects its output tables."""
+    """Plays a partitioned_watermarks trace batch by batch and collects its output tables; what another cut of
+    the same items into batches may change: F064-R25."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         idle_timeout, self.max_lateness = config_from_trace(config)

@@ -410,7 +410,8 @@ def config_from_trace(config: dict[str, Any]) -> dict[str, Any]:
 
 
 class SessionWindowStream:
-    """Plays a session_windows trace batch by batch and collects its output tables."""
+    """Plays a session_windows trace batch by batch and collects its output tables; what another cut of
+    the same items into batches may change: F017E-R24."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config_from_trace(config)

@@ -438,7 +438,8 @@ def config_from_trace(config: Mapping[str, Any]) -> SlaAdmissionConfig:
 
 
 class SlaAdmissionStream:
-    """Plays an sla_admission trace batch by batch and collects its output tables."""
+    """Plays an sla_admission trace batch by batch and collects its output tables; what another cut of
+    the same items into batches may change: OXS-R18."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config_from_trace(config)

@@ -194,7 +194,8 @@ TABLE_NAMES = ("generated", "watermarks", "violations", "progress", "errors")
 
 
 class WatermarkPropagationStream:
-    """Plays a watermark_propagation trace item by item and collects its output tables."""
+    """Plays a watermark_propagation trace item by item and collects its output tables; what another cut of
+    the same items into batches may change: OXW-R21."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         unknown = set(config) - CONFIG_KEYS

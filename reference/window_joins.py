@@ -397,7 +397,8 @@ def item_error(item: Item, watermark: int | None) -> str | None:
 
 
 class WindowJoinStream:
-    """Plays a window_joins trace batch by batch and collects its output tables."""
+    """Plays a window_joins trace batch by batch and collects its output tables; what another cut of
+    the same items into batches may change: OXJ-R23."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.join = join_from_config(config)
