@@ -83,12 +83,14 @@ def _python_cpu(executor: Any) -> dict[int, float]:
     except psutil.NoSuchProcess:
         return {}
     for p in below:
-        try:
-            if "python" in os.path.basename(_cmdline(p)[0] if _cmdline(p) else ""):
-                t = p.cpu_times()
-                out[p.pid] = t.user + t.system
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, IndexError):
+        argv = _cmdline(p)
+        if not argv or "python" not in os.path.basename(argv[0]):
             continue
+        try:
+            t = p.cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        out[p.pid] = t.user + t.system
     return out
 
 
