@@ -507,6 +507,97 @@ SHOWN: dict[str, AreaClauses] = {
             ),
         },
     ),
+    "pipeline": AreaClauses(
+        refusal=("OXP-R13",),
+        tables={
+            "ingress": TableClauses(
+                key=("batch", "seq"),
+                rows=("OXP-R5", "OXP-R10", "OXP-R14"),  # one row per well-formed event
+                columns={
+                    "stream": ("OXP-R10",),
+                    "key": ("OXP-R10",),
+                    "event_time": ("OXP-R10",),
+                    "decision": ("OXP-R5", "OXP-R6", "OXP-R11"),  # admission, its state across restarts
+                    "reason": ("OXP-R5", "OXP-R6", "OXP-R11"),
+                    "verdict": ("OXP-R5", "OXP-R7", "OXP-R8"),
+                    "watermark": ("OXP-R6", "OXP-R7", "OXP-R8", "OXP-R11"),  # the stream's, before the event
+                    "assigned_time": ("OXP-R7",),
+                },
+            ),
+            "watermarks": TableClauses(
+                key=("batch", "seq", "node"),
+                rows=("OXP-R2", "OXP-R6", "OXP-R8", "OXP-R11", "OXP-R12"),  # which nodes change, when
+                columns={"watermark": ("OXP-R2", "OXP-R8", "OXP-R11")},
+            ),
+            "pairs": TableClauses(
+                key=("join", "left_batch", "left_seq", "right_batch", "right_seq"),
+                # which events reach each join, on which side, and when its watermark moves
+                rows=("OXP-R3", "OXP-R5", "OXP-R6", "OXP-R7", "OXP-R8", "OXP-R9", "OXP-R11", "OXP-R12"),
+                columns={
+                    "batch": ("OXP-R6",),
+                    "seq": ("OXP-R6",),
+                    "key": ("OXP-R3", "OXP-R10"),
+                    "left_time": ("OXP-R5", "OXP-R10"),  # a reassigned event's assigned time
+                    "left_value": ("OXP-R3", "OXP-R10"),
+                    "right_time": ("OXP-R5", "OXP-R10"),
+                    "right_value": ("OXP-R3", "OXP-R10"),
+                },
+            ),
+            "join_late": TableClauses(
+                key=("batch", "seq", "join"),
+                rows=("OXP-R7",),  # only at the session join's boundary
+                columns={
+                    "side": ("OXP-R3",),
+                    "key": ("OXP-R7",),
+                    "event_time": ("OXP-R7",),
+                    "watermark": ("OXP-R7",),
+                },
+            ),
+            "messages": TableClauses(
+                key=("batch", "seq"),
+                rows=("OXP-R5", "OXP-R7", "OXP-R9"),  # the admitted events that stay in the main stream
+                columns={
+                    "producer": ("OXP-R9",),
+                    "partition": ("OXP-R9",),
+                    "sequence": ("OXP-R9",),
+                    "key": ("OXP-R9",),
+                    "verdict": ("OXP-R9", "OXP-R11"),  # re-delivery, across restarts too
+                },
+            ),
+            "aggregates": TableClauses(
+                key=("batch", "key"),
+                rows=("OXP-R9", "OXP-R10", "OXP-R12"),
+                columns={
+                    "kind": ("OXP-R13",),
+                    EOA_NUMBER: ("OXP-R9", "OXP-R11"),
+                    "count": ("OXP-R9", "OXP-R11"),
+                },
+            ),
+            "progress": TableClauses(
+                key=("batch",),
+                rows=("OXP-R10", "OXP-R12"),
+                columns={
+                    "admitted": ("OXP-R5", "OXP-R10", "OXP-R11"),
+                    "rejected": ("OXP-R5", "OXP-R10", "OXP-R11"),
+                    "shed": ("OXP-R5", "OXP-R10", "OXP-R11"),
+                    "throttled": ("OXP-R5", "OXP-R10", "OXP-R11"),
+                    "dropped_late": ("OXP-R7", "OXP-R10", "OXP-R11"),
+                    "side_output": ("OXP-R7", "OXP-R10", "OXP-R11"),
+                    "reassigned": ("OXP-R7", "OXP-R10", "OXP-R11"),
+                    "pairs": ("OXP-R3", "OXP-R6", "OXP-R10", "OXP-R11"),
+                    "folded": ("OXP-R9", "OXP-R10", "OXP-R11"),
+                    "duplicates": ("OXP-R9", "OXP-R10", "OXP-R11"),
+                    "outside_window": ("OXP-R9", "OXP-R10", "OXP-R11"),
+                    "watermark": ("OXP-R2", "OXP-R8", "OXP-R10"),
+                },
+            ),
+            "errors": TableClauses(
+                key=("batch", "seq"),
+                rows=("OXP-R8", "OXP-R14"),
+                columns={"reason": ("OXP-R8", "OXP-R14")},
+            ),
+        },
+    ),
 }  # fmt: skip
 
 

@@ -118,6 +118,25 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "errors": ("batch", "seq", "reason"),
     },  # fmt: skip
+    "pipeline": {
+        "ingress": (
+            "batch", "seq", "stream", "key", "event_time", "decision", "reason", "verdict", "watermark",
+            "assigned_time",
+        ),
+        "watermarks": ("batch", "seq", "node", "watermark"),
+        "pairs": (
+            "batch", "seq", "join", "key", "left_batch", "left_seq", "left_time", "left_value", "right_batch",
+            "right_seq", "right_time", "right_value",
+        ),
+        "join_late": ("batch", "seq", "join", "side", "key", "event_time", "watermark"),
+        "messages": ("batch", "seq", "producer", "partition", "sequence", "key", "verdict"),
+        "aggregates": ("batch", "key", "kind", "number", "count"),
+        "progress": (
+            "batch", "admitted", "rejected", "shed", "throttled", "dropped_late", "side_output", "reassigned",
+            "pairs", "folded", "duplicates", "outside_window", "watermark",
+        ),
+        "errors": ("batch", "seq", "reason"),
+    },  # fmt: skip
 }
 
 Row = tuple[Any, ...]

@@ -81,7 +81,11 @@ _TIME_RE = re.compile(r"^\s*(?:(I64_MAX|I64_MIN)\s*(?:([+-])\s*([0-9_]+))?|(-?[0
 STRING_COLUMNS = {"key", "verdict", "state", "reason", "kind", "metric", "setting", "channel"}
 # Columns that hold text in one area only: an aggregate's double is text (OXE-R17), while the
 # reorder buffer's ``value`` is an integer.
-AREA_STRING_COLUMNS = {"exactly_once_aggregation": {"number"}, "window_joins": {"side"}}
+AREA_STRING_COLUMNS = {
+    "exactly_once_aggregation": {"number"},
+    "window_joins": {"side"},
+    "pipeline": {"number", "side", "stream", "decision", "join", "node"},
+}
 NULL_CELLS = {"", "-", "none", "null"}
 
 

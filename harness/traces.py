@@ -117,6 +117,8 @@ class Item:
     # window joins (OXJ-R1): the input an event arrives on, "left" or "right"; any other
     # string is kept so that the area can report it
     side: str | None = None
+    # the oxirs pipeline (OXP-R14): the ingress stream an event or a watermark item belongs to
+    stream: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ITEM_KINDS:
@@ -129,6 +131,8 @@ class Item:
             raise InvalidTrace(f"key must be a string, got {self.key!r}")
         if self.side is not None and not isinstance(self.side, str):
             raise InvalidTrace(f"side must be a string, got {self.side!r}")
+        if self.stream is not None and not isinstance(self.stream, str):
+            raise InvalidTrace(f"stream must be a string, got {self.stream!r}")
         _check_i64("event_time", self.event_time)
         _check_i64("time", self.time)
         # TR-3: values are 32-bit so that any window sum of them fits in i64.
@@ -185,6 +189,12 @@ class Item:
         if self.kind == "event" and (self.raw is not None or self.messages is not None):
             cell = json.dumps(self.raw if self.messages is None else self.messages)
             return f"event {self.key} raw={cell}" + (f" v={self.value}" if self.value else "")
+        if self.kind == "event" and self.stream is not None:
+            value = f" v={self.value}" if self.value else ""
+            message = "" if self.sequence is None else f" #{self.producer}/{self.partition}/{self.sequence}"
+            return f"{self.stream}:{self.key}@{self.event_time}{value}{message}"
+        if self.kind == "watermark" and self.stream is not None:
+            return f"watermark {self.stream} time={self.time}"
         if self.kind == "event" and self.side is not None:
             extra = f" v={self.value}" if self.value else ""
             return f"{self.side} {self.key}@{self.event_time}{extra}"
