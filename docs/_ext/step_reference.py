@@ -39,6 +39,7 @@ AREAS = (
     "sla_admission",
     "exactly_once_aggregation",
     "window_joins",
+    "pipeline",
 )
 AREA_TITLES = {
     "keyed_watermarks": "Keyed watermarks",
@@ -50,6 +51,7 @@ AREA_TITLES = {
     "sla_admission": "SLA admission",
     "exactly_once_aggregation": "Exactly-once aggregation",
     "window_joins": "Window joins",
+    "pipeline": "The oxirs pipeline",
 }
 SHARED = "harness.steps"
 MAX_CHOICES = 4  # more choices than this read better as <name>, listed under the entry
