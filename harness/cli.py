@@ -484,6 +484,17 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     return EXIT_FAILED if unsound else EXIT_OK
 
 
+def cmd_pipeline(args: argparse.Namespace) -> int:
+    from harness.pipeline_run import SampleShape, run
+
+    if args.seconds < 2 or args.producers < 4:
+        raise UsageError("a sample needs --seconds 2 or more and --producers 4 or more")
+    folder = Path(args.out) if args.out else Path(args.project) / "reports" / "pipeline" / f"seed-{args.seed}"
+    for line in run(SampleShape(args.seconds, args.producers, args.seed), folder, not args.no_progress):
+        _out(line)
+    return EXIT_OK
+
+
 # ---- the parser -------------------------------------------------------------------------------
 
 
@@ -608,6 +619,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--directory", default="expectations", help="where the files are (default: %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="print the file instead of writing it")
     p.set_defaults(func=cmd_expectations)
+
+    p = sub.add_parser(
+        "pipeline",
+        help="run the oxirs pipeline (spec/pipeline.md) over a sample generated from a seed, with a summary",
+        description="Generates a sample (a few minutes of orders, payments, clicks and a sensor burst from "
+        "a few hundred producers, with disorder, re-deliveries and a restart), runs the pipeline on the "
+        "oracle with a progress bar, writes every table as CSV and prints what happened.",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the sample's seed (default: %(default)s)")
+    p.add_argument("--seconds", type=int, default=120, help="seconds of events (default: %(default)s)")
+    p.add_argument("--producers", type=int, default=300, help="producers (default: %(default)s)")
+    p.add_argument("--out", metavar="FOLDER", help="the tables' folder (reports/pipeline/seed-<seed>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_pipeline)
 
     p = sub.add_parser(
         "selftest",
