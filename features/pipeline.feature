@@ -168,6 +168,30 @@ Feature: The oxirs pipeline
         | batch | admitted | reassigned | pairs | folded |
         | 0     | 3        | 1          | 3     | 3      |
 
+    @OXP-R3 @OXP-R13
+    Scenario Outline: The session join takes its own gap: a right event one gap after the left one pairs, one ms more does not
+      The left session [100, 100] reaches 110 with a gap of 10 ms (spec/window_joins.md OXJ-R13); the
+      closing watermarks release whatever pairs there are.
+      Given pipeline configured with:
+        | setting      | value                                                                                      |
+        | admission    | {"streams": {"l": {"class": "Gold", "max_lag": 10000}, "r": {"class": "Gold", "max_lag": 10000}}} |
+        | session_join | {"gap_ms": 10, "left": ["l"], "right": ["r"]}                                              |
+      When these items arrive in one batch:
+        | kind      | stream | key | event_time | producer | partition | sequence | time |
+        | event     | l      | a   | 100        | 1        | 0         | 0        |      |
+        | event     | r      | a   | <right>    | 2        | 0         | 0        |      |
+        | watermark | l      |     |            |          |           |          | 1000 |
+        | watermark | r      |     |            |          |           |          | 1000 |
+      Then the progress is:
+        | batch | admitted | pairs   | watermark |
+        | 0     | 2        | <pairs> | 1000      |
+      And the join_late table is empty
+
+      Examples:
+        | right | pairs |
+        | 110   | 1     |
+        | 111   | 0     |
+
   Rule: How watermarks flow between operators
 
     @OXP-R8 @OXP-R2 @OXP-R6 @OXP-R14

@@ -89,6 +89,8 @@ RESULT_TABLES: dict[str, tuple[str, ...]] = {
     "sla_admission": ("decisions",),
     "exactly_once_aggregation": ("messages", "aggregates"),
     "window_joins": ("pairs", "late"),
+    # what became of each event, what came out, and how event time moved (spec/pipeline.md OXP-R10)
+    "pipeline": ("ingress", "watermarks", "pairs", "join_late", "messages", "aggregates"),
 }
 CHECKED_BY = ("engine", "adapter")
 

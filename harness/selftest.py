@@ -50,6 +50,17 @@ def _bump(key: str, by: int) -> Callable[[Config], Config | None]:
     return change
 
 
+def _bump_in(section: str, key: str, by: int) -> Callable[[Config], Config | None]:
+    """A setting of one operator of a composed configuration (the pipeline's) read ``by`` off."""
+
+    def change(config: Config) -> Config | None:
+        inner = config.get(section)
+        changed = _bump(key, by)(inner) if isinstance(inner, dict) else None
+        return None if changed is None else {**config, section: changed}
+
+    return change
+
+
 def _token_cost_plus_one(config: Config) -> Config | None:
     streams = config.get("streams")
     if not isinstance(streams, dict) or not streams:
@@ -90,6 +101,9 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug("window_joins", "a tumbling pane one ms long", _bump("size_ms", 1)),
     PlantedBug("window_joins", "sessions joined one ms past the gap", _bump("gap_ms", 1)),
     PlantedBug("window_joins", "a pane purged one ms late", _bump("allowed_lateness_ms", 1)),
+    PlantedBug("pipeline", "the session join's gap one ms long", _bump_in("session_join", "gap_ms", 1)),
+    PlantedBug("pipeline", "each stream's watermark one ms behind",
+               _bump_in("watermarks", "max_out_of_order_ms", 1)),
 )  # fmt: skip
 
 
