@@ -37,6 +37,9 @@ DECLINED = {
     "(OXE-R2); its exactly-once is a checkpoint mode, not about re-delivered messages (OXE)",
     "sla_admission": "Flink's one built-in bound on input, a source's rate limit, paces the source and "
     "delivers every row: no verdict by lag, no reject channel, nothing shed (OXS)",
+    "pipeline": "the pipeline starts with SLA admission, which Flink has no built-in for (its one bound on "
+    "input, a source's rate limit, rejects and sheds nothing); Flink's window joins behind an admission "
+    "the adapter computed would be the adapter deciding the area's first rule (OXP-R1, R5)",
 }
 
 
