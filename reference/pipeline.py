@@ -186,7 +186,8 @@ class PipelineStream:
     def run_batch(self, b: int, batch: Sequence[Item]) -> None:
         folded_keys: dict[str, None] = {}
         for seq, item in enumerate(batch):
-            stream_watermark = self.propagator.emitted.get(item.stream) if item.stream else None
+            stream = item.stream
+            stream_watermark = None if stream is None else self.propagator.emitted.get(stream)
             error = item_error(item, self.config.streams, self.clock.now, stream_watermark)
             if error is not None:
                 self.out["errors"].append((b, seq, error))  # OXP-R14: reaches no operator
