@@ -161,11 +161,16 @@ def test_on_the_clock():
     note("test_on_the_clock")
 """
 
+# Each test takes 50 ms, as a real one takes milliseconds or more: on a loaded machine, tests
+# that take none could all finish before the pre-run's thread is first scheduled.
 LOGGING_CONFTEST = """\
+import time
+
 
 def pytest_runtest_call(item):
     with open("events.log", "a") as f:
         f.write("test " + item.name + "\\n")
+    time.sleep(0.05)
 """
 
 
