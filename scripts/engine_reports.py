@@ -13,7 +13,8 @@ the vectors each engine could express: a case an engine declines is not a pass),
 what it ran with, copies every engine's answers to docs/conformance/answers/, and writes
 docs/conformance/examples.md: every deviation entry with its smallest case and both answers. An
 engine with no run in reports/engines/ (a new machine, or a run of other engines only) is merged from
-its committed answers, judged again with today's vectors and expectation file. The command fails when
+its committed answers, judged again with today's vectors and expectation file (at every merge, until
+the engine runs here). The command fails when
 a run has a failure that no expectation entry explains, after writing what it has.
 """
 
@@ -49,10 +50,17 @@ def answers_file(name: str) -> Path:
     return RUNS / f"{name}-answers.jsonl.gz"
 
 
+def judged_marker(name: str) -> Path:
+    """Beside a summary that ``judge_committed`` made rather than a run: such a summary is made
+    again at every merge, so that it is judged by the vectors and expectation files of the day."""
+    return RUNS / f"{name}.judged-again"
+
+
 def run_engine(name: str) -> int:
     """One engine over every vector; its summary JSON lands in reports/engines/<name>.json and its
     answers in ``answers_file(name)``."""
     RUNS.mkdir(parents=True, exist_ok=True)
+    judged_marker(name).unlink(missing_ok=True)  # from now on its summary is a run's
     answers = ["--output", str(answers_file(name).relative_to(ROOT))]
     if name in IN_PROCESS:
         argv = [sys.executable, "-m", "harness.cli", "run", "vectors", "--engine", name, "--no-progress",
@@ -313,6 +321,7 @@ def judge_committed(name: str) -> bool:
     argv = [sys.executable, "-m", "harness.cli", "check", "vectors", "--outputs", str(answers_file(name)),
             "--name", name, "--report", str(RUNS / f"{name}.json")]  # fmt: skip
     subprocess.run(argv, cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
+    judged_marker(name).touch()
     print(f"engine-reports: no run of {name} in {RUNS}: its committed answers judged again", flush=True)
     return True
 
@@ -355,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     summaries = []
     for name in ENGINES:
         path = RUNS / f"{name}.json"
-        if path.is_file() or judge_committed(name):
+        # a run's summary is kept; one judged from committed answers is judged again
+        if (path.is_file() and not judged_marker(name).is_file()) or judge_committed(name):
             summaries.append(named(json.loads(path.read_text(encoding="utf-8")), name))
         else:
             print(f"engine-reports: no run of {name} in {path}: left out of the matrix", file=sys.stderr)

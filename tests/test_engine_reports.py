@@ -89,6 +89,31 @@ def test_an_engine_without_a_run_is_merged_from_its_committed_answers(
     assert not share_rows(summary, "spark")  # no run and no committed answers here: left out
 
 
+@pytest.mark.clauses("TR-11")
+def test_a_summary_judged_from_committed_answers_is_judged_again_at_the_next_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A judged-again summary left in reports/engines/ is no run: a later merge, perhaps after the
+    vectors changed, judges the committed answers again instead of reusing it (it once kept an
+    engine at the previous number of vectors)."""
+    script = _script()
+    runs, out = tmp_path / "runs", tmp_path / "pages"
+    monkeypatch.setattr(script, "RUNS", runs)
+    monkeypatch.setattr(script, "OUT", out)
+    (out / "answers").mkdir(parents=True)
+    (out / "answers" / "flink.jsonl.gz").write_bytes((COMMITTED / "flink.jsonl.gz").read_bytes())
+    assert script.main(["--merge-only"]) == 0
+    assert script.judged_marker("flink").is_file()
+    stale = {"engines": [], "rows": [], "tests": [], "expectations": []}  # as stale as a summary gets
+    (runs / "flink.json").write_text(json.dumps(stale), encoding="utf-8")
+    capsys.readouterr()
+    assert script.main(["--merge-only"]) == 0
+    assert "no run of flink" in capsys.readouterr().out
+    committed = (ROOT / "docs" / "conformance" / "summary.md").read_text(encoding="utf-8")
+    [row] = [line for line in committed.splitlines() if line.startswith("| flink | 692 |")]
+    assert row in (out / "summary.md").read_text(encoding="utf-8")
+
+
 def _check(answers: Path, engine: str) -> int:
     """``eventtime-conformance check`` of an answers file against the committed vectors."""
     return main(["--project", str(ROOT), "check", str(ROOT / "vectors"), "--outputs", str(answers),
