@@ -95,6 +95,7 @@ AREAS = (
     "sla_admission",
     "exactly_once_aggregation",
     "window_joins",
+    "pipeline",
 )
 
 
