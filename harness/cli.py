@@ -487,10 +487,12 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 def cmd_pipeline(args: argparse.Namespace) -> int:
     from harness.pipeline_run import SampleShape, run
 
-    if args.seconds < 2 or args.producers < 4:
-        raise UsageError("a sample needs --seconds 2 or more and --producers 4 or more")
     folder = Path(args.out) if args.out else Path(args.project) / "reports" / "pipeline" / f"seed-{args.seed}"
-    for line in run(SampleShape(args.seconds, args.producers, args.seed), folder, not args.no_progress):
+    try:
+        lines = run(SampleShape(args.seconds, args.producers, args.seed), folder, not args.no_progress)
+    except ValueError as error:  # a sample too small to run (harness.pipeline_run.sample_trace)
+        raise UsageError(str(error)) from None
+    for line in lines:
         _out(line)
     return EXIT_OK
 

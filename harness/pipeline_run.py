@@ -77,7 +77,7 @@ def sample_trace(shape: SampleShape) -> Trace:
     """The sample: ``shape.seconds`` batches of one second of arrivals each, then the closing
     watermarks; a restart after the middle batch."""
     if shape.seconds < 2 or shape.producers < 4:
-        raise ValueError("a sample needs at least 2 seconds and 4 producers")
+        raise ValueError("a sample needs --seconds 2 or more and --producers 4 or more")
     rng = random.Random(shape.seed)
     ids = _Producers(rng)
     quarter = max(1, shape.producers // 4)  # each stream has a quarter of the producers
