@@ -241,6 +241,49 @@ Feature: The oxirs pipeline
 
   Rule: The trace
 
+    @OXP-R12 @OXP-R4
+    Scenario Outline: Where a micro-batch ends changes no answer but its batch numbers
+      The same items, cut into one batch or two: the same verdicts, the same pairs of the same events,
+      the same aggregate. The re-delivered left event sits exactly at its stream's watermark, so
+      the session join drops it as late either way (spec/window_joins.md OXJ-R14).
+      Given pipeline configured with:
+        | setting      | value                                                                                      |
+        | admission    | {"streams": {"l": {"class": "Gold", "max_lag": 10000}, "r": {"class": "Gold", "max_lag": 10000}}} |
+        | session_join | {"gap_ms": 10, "left": ["l"], "right": ["r"]}                                              |
+      When these items arrive in one batch:
+        | kind  | stream | key | event_time | value | producer | partition | sequence |
+        | event | l      | a   | 100        | 3     | 1        | 0         | 0        |
+        | event | r      | a   | 105        | 4     | 2        | 0         | 0        |
+      And these items arrive <where>:
+        | kind      | stream | key | event_time | value | producer | partition | sequence | time |
+        | event     | l      | a   | 100        | 3     | 1        | 0         | 0        |      |
+        | watermark | l      |     |            |       |          |           |          | 1000 |
+        | watermark | r      |     |            |       |          |           |          | 1000 |
+      Then the ingress table is:
+        | stream | event_time | decision | verdict | watermark | assigned_time |
+        | l      | 100        | admit    | on_time | -         | 100           |
+        | l      | 100        | admit    | on_time | 100       | 100           |
+        | r      | 105        | admit    | on_time | -         | 105           |
+      And the pairs table is:
+        | join         | key | left_time | left_value | right_time | right_value |
+        | session_join | a   | 100       | 3          | 105        | 4           |
+      And the join_late table is:
+        | join         | side | key | event_time | watermark |
+        | session_join | left | a   | 100        | 100       |
+      And the messages table is:
+        | producer | sequence | verdict   |
+        | 1        | 0        | duplicate |
+        | 1        | 0        | folded    |
+        | 2        | 0        | folded    |
+      And the aggregates table is:
+        | key | kind | number | count |
+        | a   | sum  | 7.0    | -     |
+
+      Examples:
+        | where             |
+        | in the same batch |
+        | in the next batch |
+
     @OXP-R14
     Scenario: Malformed items are error rows that reach no operator, checked in order
       Given pipeline configured with:

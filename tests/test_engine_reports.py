@@ -110,7 +110,7 @@ def test_a_summary_judged_from_committed_answers_is_judged_again_at_the_next_mer
     assert script.main(["--merge-only"]) == 0
     assert "no run of flink" in capsys.readouterr().out
     committed = (ROOT / "docs" / "conformance" / "summary.md").read_text(encoding="utf-8")
-    [row] = [line for line in committed.splitlines() if line.startswith("| flink | 692 |")]
+    [row] = [line for line in committed.splitlines() if re.match(r"\| flink \| \d+ \| \d+ \| \d+ \|", line)]
     assert row in (out / "summary.md").read_text(encoding="utf-8")
 
 
