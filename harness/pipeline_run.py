@@ -2,15 +2,18 @@
 
 The sample is a trace of the pipeline area drawn from a seed with ``random`` (no Hypothesis): a few
 minutes of events from a few hundred producers on four streams, one micro-batch per second of
-processing time. Orders and payments of the same order id feed both joins; clicks come from many
-users; sensors send little until a burst that their Bronze agreement cannot take, while the load
-report rises and the shedder drops what the policy lets it. Events arrive out of order (some late
-against their stream's watermark), about one in fifty is delivered again up to two seconds later, one
-stream that nobody registered sends a little, and the run restarts from its checkpoint half way.
+processing time (or per ``batch_seconds``). Orders and payments of the same order id feed both
+joins; clicks come from many users; sensors send little until a burst that their Bronze agreement
+cannot take, while the load report rises and the shedder drops what the policy lets it. Events
+arrive out of order (some late against their stream's watermark), about one in fifty is delivered
+again up to two seconds later, one stream that nobody registered sends a little, and the run
+restarts from its checkpoint half way.
 The producers' closing watermarks end it, so every session is released.
 
 The run prints a progress bar, writes every output table as CSV and ends with a summary a person
-reads. It runs on the oracle: the Spark pipeline is not built yet.
+reads. It runs on the oracle, or on the Spark engine (the pipeline as one streaming query, stopped
+and continued from its checkpoint at the restart), where it runs the oracle on the same sample too
+and says whether every table agrees.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class SampleShape:
     seconds: int = 120
     producers: int = 300
     seed: int = 0
+    batch_seconds: int = 1  # processing seconds of arrivals per micro-batch
 
 
 class _Producers:
@@ -74,10 +78,12 @@ class _Producers:
 
 
 def sample_trace(shape: SampleShape) -> Trace:
-    """The sample: ``shape.seconds`` batches of one second of arrivals each, then the closing
-    watermarks; a restart after the middle batch."""
+    """The sample: ``shape.seconds`` seconds of arrivals in batches of ``shape.batch_seconds``, then
+    the closing watermarks; a restart after the batch that holds the middle second."""
     if shape.seconds < 2 or shape.producers < 4:
         raise ValueError("a sample needs --seconds 2 or more and --producers 4 or more")
+    if shape.batch_seconds < 1:
+        raise ValueError("a sample needs --batch-seconds 1 or more")
     rng = random.Random(shape.seed)
     ids = _Producers(rng)
     quarter = max(1, shape.producers // 4)  # each stream has a quarter of the producers
@@ -116,17 +122,27 @@ def sample_trace(shape: SampleShape) -> Trace:
         if rng.random() < 0.05:  # a stream nobody registered
             t = start + rng.randrange(SECOND)
             send(t, ids.event("bots", "bot", t, 0, 1, range(10**6, 10**6 + 1)))
-    batches: list[list[Item]] = [[] for _ in range(shape.seconds + 5)]
+    per_second: list[list[Item]] = [[] for _ in range(shape.seconds + 5)]
     for at, _, item in sorted(arrivals, key=lambda a: (a[0], a[1])):
-        batches[min(at // SECOND, len(batches) - 1)].append(item)
+        per_second[min(at // SECOND, len(per_second) - 1)].append(item)
     out = []
-    for b, items in enumerate(batches):  # the clock at the batch's end, the load report, then its arrivals
-        cpu = 95 if b in burst or b - 1 in burst else 40 + rng.randrange(20)
-        out.append((Item("clock", time=(b + 1) * SECOND), Item("load", metrics=(("cpu", cpu),)), *items))
-    end = len(batches) * SECOND + 10 * SECOND
+    for first in range(0, len(per_second), shape.batch_seconds):
+        # each second: the clock at its end, then its arrivals; the load report after the first clock
+        seconds = range(first, min(first + shape.batch_seconds, len(per_second)))
+        hot = any(s in burst or s - 1 in burst for s in seconds)
+        cpu = 95 if hot else 40 + rng.randrange(20)
+        batch: list[Item] = []
+        for s in seconds:
+            batch.append(Item("clock", time=(s + 1) * SECOND))
+            if s == first:
+                batch.append(Item("load", metrics=(("cpu", cpu),)))
+            batch += per_second[s]
+        out.append(tuple(batch))
+    end = len(per_second) * SECOND + 10 * SECOND
     streams = SAMPLE_CONFIG["admission"]["streams"]
     out.append(tuple(Item("watermark", stream=s, time=end) for s in streams))  # the producers' last words
-    return Trace(AREA, SAMPLE_CONFIG, tuple(out), frozenset({shape.seconds // 2}),
+    middle = (shape.seconds // 2) // shape.batch_seconds
+    return Trace(AREA, SAMPLE_CONFIG, tuple(out), frozenset({middle}),
                  name=f"pipeline sample seed {shape.seed}")  # fmt: skip
 
 
@@ -170,6 +186,58 @@ def run_on_the_oracle(trace: Trace, progress: bool = True) -> Output:
     return canonical(AREA, raw)
 
 
+def run_on_spark(trace: Trace, progress: bool = True) -> tuple[Output, float]:
+    """The Spark engine's answer (the registry's ``spark``: one streaming query, stopped and continued
+    from its checkpoint at the restart) and its seconds, the session's start left out. The progress
+    bar counts the query's micro-batches, one per batch of the trace."""
+    import threading
+
+    from tqdm import tqdm
+
+    from harness.engine import load_engine
+
+    engine = load_engine("spark")
+    spark = getattr(engine, "spark")  # noqa: B009 - the session starts here, before the clock
+    done = threading.Event()
+    with tqdm(
+        total=len(trace.batches), unit="batch", desc="pipeline (spark)", disable=not progress, file=sys.stderr
+    ) as bar:
+
+        def watch() -> None:  # micro-batch ids go on across the restart: one checkpoint
+            while not done.wait(0.5):
+                for query in spark.streams.active:
+                    last = query.lastProgress
+                    if last and last["batchId"] + 1 > bar.n:
+                        bar.update(last["batchId"] + 1 - bar.n)
+
+        watcher = threading.Thread(target=watch, name="pipeline-progress", daemon=True)
+        started = time.perf_counter()
+        watcher.start()
+        try:
+            [answer] = engine.run([trace])
+        finally:
+            done.set()
+            watcher.join()
+        seconds = time.perf_counter() - started
+        bar.update(bar.total - bar.n)
+    if isinstance(answer, Exception):
+        raise answer
+    return canonical(AREA, answer), seconds
+
+
+def differences(expected: Output, found: Output) -> list[str]:
+    """Per table whose rows differ: how many rows each side has that the other lacks."""
+    out = []
+    for table in TABLES[AREA]:
+        want, got = Counter(expected[table]), Counter(found[table])
+        missing, extra = sum((want - got).values()), sum((got - want).values())
+        if missing or extra:
+            out.append(
+                f"{table}: {missing} rows of the oracle missing, {extra} rows the oracle does not have"
+            )
+    return out
+
+
 def write_tables(output: Output, folder: Path) -> None:
     """One CSV file per output table, with its header; an empty cell is a null."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -180,7 +248,7 @@ def write_tables(output: Output, folder: Path) -> None:
             writer.writerows(["" if v is None else v for v in row] for row in output[table])
 
 
-def summary(trace: Trace, output: Output, seconds: float, folder: Path) -> list[str]:
+def summary(trace: Trace, output: Output, seconds: float, folder: Path, engine: str = "oracle") -> list[str]:
     """What happened, in a few lines: admission, shedding, lateness, joins, aggregates."""
     columns = TABLES[AREA]
     ingress = [dict(zip(columns["ingress"], r, strict=True)) for r in output["ingress"]]
@@ -195,7 +263,7 @@ def summary(trace: Trace, output: Output, seconds: float, folder: Path) -> list[
     by_reason = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) or "none"
     late = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()) if v != "on_time") or "none"
     return [
-        f"pipeline on the oracle: {events} events in {len(trace.batches)} micro-batches, "
+        f"pipeline on {engine}: {events} events in {len(trace.batches)} micro-batches, "
         f"{len(trace.restart_after)} restart, {seconds:.1f} s ({events / max(seconds, 1e-9):,.0f} events/s)",
         f"  admitted {decisions['admit']}; rejected {decisions['reject']} ({by_reason}); "
         f"shed {decisions['shed']}; throttled {decisions['throttle']}",
@@ -211,19 +279,39 @@ def summary(trace: Trace, output: Output, seconds: float, folder: Path) -> list[
     ]
 
 
-def run(shape: SampleShape, folder: Path, progress: bool = True) -> list[str]:
+ENGINES = ("reference", "spark")
+
+
+def run(
+    shape: SampleShape, folder: Path, progress: bool = True, engine: str = "reference"
+) -> tuple[list[str], bool]:
+    """(the summary's lines, whether the run agrees with the oracle): on Spark the oracle runs on
+    the same sample too and every table is compared; the oracle alone agrees with itself."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r}: give one of {list(ENGINES)}")
     trace = sample_trace(shape)
     started = time.perf_counter()
-    output = run_on_the_oracle(trace, progress)
-    seconds = time.perf_counter() - started
-    write_tables(output, folder)
-    return summary(trace, output, seconds, folder)
+    expected = run_on_the_oracle(trace, progress)
+    oracle_seconds = time.perf_counter() - started
+    if engine == "reference":
+        write_tables(expected, folder)
+        return summary(trace, expected, oracle_seconds, folder), True
+    found, seconds = run_on_spark(trace, progress)
+    write_tables(found, folder)
+    lines = summary(trace, found, seconds, folder, "Spark")
+    wrong = differences(expected, found)
+    verdict = "every table agrees" if not wrong else "they differ: " + "; ".join(wrong)
+    lines.append(f"  against the oracle on the same sample ({oracle_seconds:.1f} s): {verdict}")
+    return lines, not wrong
 
 
 __all__ = [
+    "ENGINES",
     "SAMPLE_CONFIG",
     "SampleShape",
+    "differences",
     "run",
+    "run_on_spark",
     "run_on_the_oracle",
     "sample_trace",
     "summary",

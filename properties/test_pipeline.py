@@ -13,7 +13,9 @@ derived from the pipeline's answers, and against the clauses' arithmetic:
   generator and the minimum rule (OXP-R2, R8);
 * restart points and batch cuts change nothing but batch numbers (OXP-R4, R11, R12).
 
-The differential test against Spark comes with the Spark pipeline.
+The differential test feeds every engine chosen with ``--engine`` (except the reference) the
+budget's generated traces in ONE ``run`` call and compares each output with the oracle's; a
+difference is shrunk and printed as a scenario.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.outputs import TABLES, Output, canonical
+from harness.pipeline_settings import JOINS
 from harness.traces import I64_MIN, InvalidConfig, Item, Trace, saturating_sub
 from properties.batch_cuts import draw_cuts, item_places
 from reference import exactly_once_aggregation, pipeline, sla_admission, window_joins
-from strategies.pipeline import AREA, pipeline_traces
+from strategies.common import check_generated
+from strategies.pipeline import AREA, DIFFERENTIAL, pipeline_traces
 
-pytestmark = pytest.mark.oracle_alone  # the oracle only: it may run beside the Spark pre-run
+# the oracle's properties ask no engine, so they may run beside the Spark pre-run
+ORACLE_ALONE = pytest.mark.oracle_alone
 
 TRACES = pipeline_traces()
 NO_ITEM = Item("end")  # an item every derived area answers with an error row that is not compared
@@ -66,6 +71,7 @@ def _derived(trace: Trace, area: str, config: dict[str, Any], item_of: Any) -> T
     return Trace(area, config, batches, trace.restart_after)
 
 
+@ORACLE_ALONE
 @pytest.mark.clauses("OXP-R5", "OXP-R14", "OXP-R10")
 @given(TRACES)
 def test_admission_decides_as_the_sla_area_does_on_the_same_items(trace: Trace) -> None:
@@ -90,6 +96,7 @@ def test_admission_decides_as_the_sla_area_does_on_the_same_items(trace: Trace) 
     assert all((r["verdict"] is None) == (r["decision"] != "admit") for r in _dicts(out, "ingress"))
 
 
+@ORACLE_ALONE
 @pytest.mark.clauses("OXP-R5", "OXP-R9", "OXP-R11")
 @given(TRACES)
 def test_the_aggregator_is_the_exactly_once_area_over_the_main_stream(trace: Trace) -> None:
@@ -141,18 +148,19 @@ def _join_trace(
                 seqs.append(s)
         batches.append(tuple(items))
         places.append(seqs)
-    kind = pipeline.JOINS[name]
+    kind = JOINS[name]
     own = {k: v for k, v in settings.items() if k not in ("left", "right")}
     return Trace("window_joins", {"join": kind, **own}, tuple(batches), trace.restart_after), places
 
 
+@ORACLE_ALONE
 @pytest.mark.clauses("OXP-R3", "OXP-R6", "OXP-R7")
 @given(TRACES)
 def test_each_join_is_the_window_joins_area_over_what_its_streams_send_it(trace: Trace) -> None:
     out = _run(trace)
     if out is None:
         return
-    for name in pipeline.JOINS:
+    for name in JOINS:
         if name not in trace.config:
             assert not [r for r in out["pairs"] if r[2] == name]
             continue
@@ -170,6 +178,7 @@ def test_each_join_is_the_window_joins_area_over_what_its_streams_send_it(trace:
         assert [r for r in out["join_late"] if r[2] == name] == late
 
 
+@ORACLE_ALONE
 @pytest.mark.clauses("OXP-R2", "OXP-R8", "OXP-R10")
 @given(TRACES)
 def test_every_watermark_follows_from_the_generators_the_reports_and_the_minimum_rule(trace: Trace) -> None:
@@ -182,7 +191,7 @@ def test_every_watermark_follows_from_the_generators_the_reports_and_the_minimum
     threshold, delay = settings.get("advance_threshold", 1), settings.get("max_out_of_order_ms", 0)
     streams = list(trace.config["admission"]["streams"])
     upstreams = {name: [*trace.config[name]["left"], *trace.config[name]["right"]]
-                 for name in pipeline.JOINS if name in trace.config}  # fmt: skip
+                 for name in JOINS if name in trace.config}  # fmt: skip
     upstreams[pipeline.AGGREGATOR] = streams
     count, top = dict.fromkeys(streams, 0), dict.fromkeys(streams, I64_MIN)
     value: dict[str, int | None] = dict.fromkeys([*streams, *upstreams], None)
@@ -221,6 +230,7 @@ def test_every_watermark_follows_from_the_generators_the_reports_and_the_minimum
     assert [r[-1] for r in sorted(out["progress"])] == progress
 
 
+@ORACLE_ALONE
 @pytest.mark.clauses("OXP-R11")
 @given(TRACES)
 def test_restart_points_change_nothing(trace: Trace) -> None:
@@ -230,6 +240,7 @@ def test_restart_points_change_nothing(trace: Trace) -> None:
     assert _run(replace(trace, restart_after=frozenset())) == out
 
 
+@ORACLE_ALONE
 @pytest.mark.clauses("OXP-R12", "OXP-R4")
 @given(TRACES, st.data())
 def test_batch_cuts_change_no_row_but_its_batch(trace: Trace, data: st.DataObject) -> None:
@@ -252,3 +263,16 @@ def test_batch_cuts_change_no_row_but_its_batch(trace: Trace, data: st.DataObjec
         return seen
 
     assert placed(trace, out) == placed(twin, again)
+
+
+# ---- differential ----------------------------------------------------------------------------------
+
+
+@pytest.mark.clauses(
+    "OXP-R1", "OXP-R2", "OXP-R3", "OXP-R4", "OXP-R5", "OXP-R6", "OXP-R7", "OXP-R8", "OXP-R9", "OXP-R10",
+    "OXP-R11", "OXP-R12", "OXP-R13", "OXP-R14",
+)  # fmt: skip
+def test_engine_agrees_with_the_oracle(engine_under_test: Any) -> None:
+    """All generated pipeline traces in ONE engine.run call; a difference is shrunk and printed as
+    Gherkin."""
+    check_generated(engine_under_test, *DIFFERENTIAL)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.outputs import TABLES
-from harness.traces import InvalidConfig, Item, Trace
+from harness.pipeline_settings import JoinOf, read_settings
+from harness.traces import Item, Trace
 from reference import late_data, sla_admission, watermark_propagation, window_joins
 from reference.exactly_once_aggregation import (
     ExactlyOnceAggregator,
@@ -33,28 +34,13 @@ from reference.sla_admission import (
 )
 from reference.traces import Row, TraceClock, play
 
-# no setting for section 7's fusion and batching box: it changes no answer (OXP-R4)
-CONFIG_KEYS = ("admission", "watermarks", "late", "tumbling_join", "session_join", "aggregation")
-JOINS = {"tumbling_join": "tumbling_tumbling", "session_join": "session_session"}  # OXP-R2, R13
 AGGREGATOR = "aggregator"
 ACCEPTED_KINDS = ("event", "watermark", "clock", "load")  # OXP-R14
-GENERATOR_SETTINGS = ("advance_threshold", "max_out_of_order_ms")  # OXW-R4
-LATE_SETTINGS = ("policy", "max_lateness", "channel")  # OXP-R13: no windows of the late area
 #: the counters of the progress table, between its batch and its watermark (OXP-R10)
 PROGRESS = TABLES["pipeline"]["progress"][1:-1]
 
 
-@dataclass(frozen=True)
-class JoinSpec:
-    """One join of the pipeline: its oracle's settings and the streams of each side (OXP-R3)."""
-
-    name: str
-    settings: dict[str, Any]
-    left: tuple[str, ...]
-    right: tuple[str, ...]
-
-    def side_of(self, stream: str) -> str | None:
-        return "left" if stream in self.left else "right" if stream in self.right else None
+JoinSpec = JoinOf[dict[str, Any]]  # a join and the streams of its sides (OXP-R3)
 
 
 @dataclass(frozen=True)
@@ -67,59 +53,29 @@ class PipelineConfig:
     aggregation: ExactlyOnceAggregatorConfig
 
 
-def _mapping(name: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidConfig(f"{name} must be a mapping of settings, got {value!r}")
-    return value
+def _admission(settings: Mapping[str, Any]) -> tuple[sla_admission.SlaAdmissionConfig, Sequence[str]]:
+    admission = sla_admission.config_from_trace(settings)
+    return admission, tuple(admission.streams)
 
 
-def _sides(join: str, settings: Mapping[str, Any], streams: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-    """OXP-R13: left and right, non-empty lists of registered streams, no stream twice in one join."""
-    sides = []
-    for side in ("left", "right"):
-        names = settings.get(side)
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            raise InvalidConfig(f"{join} {side} must be a non-empty list of stream names, got {names!r}")
-        unknown = [n for n in names if n not in streams]
-        if unknown:
-            raise InvalidConfig(f"{join} {side} names streams admission does not register: {unknown}")
-        sides.append(tuple(names))
-    named = sides[0] + sides[1]
-    twice = sorted({n for n in named if named.count(n) > 1})  # on both sides, or twice on one
-    if twice:
-        raise InvalidConfig(f"{join} names the streams {twice} more than once")
-    return sides[0], sides[1]
+def _generator(settings: dict[str, Any]) -> dict[str, Any]:
+    watermark_propagation.WatermarkGenerator(**settings)  # OXW-R4 checks the two settings
+    return settings
+
+
+def _join(settings: dict[str, Any]) -> dict[str, Any]:
+    window_joins.validate_config(settings)
+    return settings
 
 
 def config_from_trace(config: Mapping[str, Any]) -> PipelineConfig:
     """OXP-R13: the trace's settings, each operator's checked by its own area, before any item."""
-    unknown = sorted(set(config) - set(CONFIG_KEYS), key=str)
-    if unknown:
-        raise InvalidConfig(f"unknown pipeline settings {unknown}; known: {list(CONFIG_KEYS)}")
-    if "admission" not in config:
-        raise InvalidConfig("the setting admission is required: the SLA streams of the pipeline")
-    admission = sla_admission.config_from_trace(_mapping("admission", config["admission"]))
-    streams = tuple(admission.streams)
-    watermarks = dict(_mapping("watermarks", config.get("watermarks", {})))
-    refused = sorted(set(watermarks) - set(GENERATOR_SETTINGS), key=str)
-    if refused:
-        raise InvalidConfig(f"unknown watermarks settings {refused}; known: {list(GENERATOR_SETTINGS)}")
-    watermark_propagation.WatermarkGenerator(**watermarks)  # OXW-R4 checks the two settings
-    late = dict(_mapping("late", config.get("late", {})))
-    refused = sorted(set(late) - set(LATE_SETTINGS))
-    if refused:
-        raise InvalidConfig(f"late settings {refused} are refused: the pipeline's windows are its consumers")
-    policy = late_data.config_from_trace(late).policy
-    joins = []
-    for name, kind in JOINS.items():
-        if name in config:
-            settings = dict(_mapping(name, config[name]))
-            left, right = _sides(name, settings, streams)
-            own = {k: v for k, v in settings.items() if k not in ("left", "right")}
-            window_joins.validate_config({"join": kind, **own})
-            joins.append(JoinSpec(name, {"join": kind, **own}, left, right))
-    aggregation = aggregation_config(dict(_mapping("aggregation", config.get("aggregation", {}))))
-    return PipelineConfig(admission, streams, watermarks, policy, tuple(joins), aggregation)
+    read = read_settings(
+        config, _admission, _generator, lambda late: late_data.config_from_trace(late).policy, _join,
+        aggregation_config,
+    )  # fmt: skip
+    joins = read.joins
+    return PipelineConfig(read.admission, read.streams, read.generator, read.late, joins, read.aggregation)
 
 
 def item_error(item: Item, streams: Sequence[str], clock: int, stream_watermark: int | None) -> str | None:
@@ -178,7 +134,7 @@ class PipelineStream:
         edges += [[s, AGGREGATOR] for s in self.config.streams]  # OXP-R2
         self.propagator = watermark_propagation.WatermarkPropagator([*self.config.streams, *consumers], edges)
         self.late = late_data.LateDataHandler(self.config.late)
-        self.joins = {j.name: window_joins.join_from_config(j.settings) for j in self.config.joins}
+        self.joins = {j.name: window_joins.join_from_config(j.join) for j in self.config.joins}
         self.backend = InMemoryStateBackend()
         self.aggregator = ExactlyOnceAggregator(self.config.aggregation, self.backend)
         self.totals = dict.fromkeys(PROGRESS, 0)

@@ -21,6 +21,8 @@ holds the pieces every operator built on it uses:
   stream, the call's rows as one frame).
 - ``SecondStage``: the processor of the second stage (pass-through, or the
   narrow work a subclass defines in ``summarise``).
+- ``UnitStage``: the processor of a stage of an operator composed of units,
+  grouped by (stream, unit, bucket): the oxirs pipeline's.
 - ``restore_nulls``: the projection after the second stage that turns the
   null mask of the long columns back into nulls.
 - ``processing_time`` and ``with_ticks``: production processing time (an
@@ -194,6 +196,50 @@ class WideStage(StatefulProcessor):  # type: ignore[misc]
 
     def process(
         self, stream_id: str | None, bucket: int, config: Any, pdf: pd.DataFrame
+    ) -> Iterator[pd.DataFrame]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class UnitStage(StatefulProcessor):  # type: ignore[misc]
+    """A stage of an operator composed of units (the oxirs pipeline's admission, joins and
+    aggregator): one call per group and micro-batch, ``group`` reading the (unit, bucket) of a
+    group from its grouping key after the stream id (default: the key's next two fields). A unit
+    not in ``units`` passes through untouched, in ``columns``; a subclass opens its state in
+    ``open_state`` and yields a call's frames from ``process`` with its stream's settings."""
+
+    units: tuple[str, ...] = ()
+    columns: Sequence[str] = ()
+
+    def __init__(self, per_stream: Mapping[str, Any], buckets: int) -> None:
+        self.per_stream = dict(per_stream)
+        self.buckets = buckets
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.open_state(handle)
+
+    def open_state(self, handle: Any) -> None:
+        raise NotImplementedError
+
+    def group(self, key: Any) -> tuple[str, int]:
+        return str(key[1]), int(key[2])
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
+        stream_id = None if key[0] is None else str(key[0])
+        unit, bucket = self.group(key)
+        if unit not in self.units:
+            for frame in rows:
+                yield frame[list(self.columns)]
+            return
+        try:
+            yield from self.process(stream_id, unit, bucket, self.per_stream[str(stream_id)], one_frame(rows))
+        except CheckpointError as error:  # raised here, the worker's report is the message alone
+            raise error.in_stream(stream_id) from None
+
+    def process(
+        self, stream_id: str | None, unit: str, bucket: int, config: Any, pdf: pd.DataFrame
     ) -> Iterator[pd.DataFrame]:
         raise NotImplementedError
 
@@ -718,6 +764,7 @@ __all__ = [
     "SUMMARY_ROUTE",
     "SecondStage",
     "SinkStep",
+    "UnitStage",
     "WideStage",
     "block_of",
     "check_layout",

@@ -15,17 +15,12 @@ from typing import Any
 from harness.engine import Unsupported
 from harness.outputs import Output
 from harness.traces import Trace
-from reference.pipeline import config_from_trace
 
 REASON = (
     "the pipeline starts with SLA admission, which Spark has no built-in for (its per-trigger input "
     "caps only defer input by count), and gives every stream and operator its own watermark, where "
     "Spark keeps one per query"
 )
-
-#: the area's settings are checked by OXP-R13 (there is no Spark operator of the area to share it)
-validate_config = config_from_trace
-
 
 def answer(spark: Any, trace: Trace, config: Any) -> Output | Unsupported:
     return Unsupported(REASON)

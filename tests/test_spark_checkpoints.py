@@ -64,6 +64,34 @@ BUCKETS = 3  # ENGINE_BUCKETS of every operator: the harness's query shape
 # ---- genuine values of each operator's state, built by its own classes -------------------------
 
 
+def _pipeline_layout_values() -> dict[tuple[str, str], tuple[Any, ...]]:
+    """The pipeline's own values, and those of the operators it runs under prefixed names."""
+    from spark_impl import exactly_once_aggregation as eo
+    from spark_impl import pipeline as pl
+    from spark_impl import sla_admission as sa
+    from spark_impl import window_joins as wj
+
+    two = np.array([5, 6], np.int64)
+    node = pl.NodeState(BUCKETS, ("orders", "payments"), two, np.array([True, False]))
+    join = wj.BucketState(
+        BUCKETS, "session_session", np.array([0, 0, 0, 0, 10, 0], np.int64), 5, np.arange(2)
+    )
+    return {
+        ("pipeline", "bucket"): pl.BucketState(
+            BUCKETS, {"orders": (3, 9, True, 7, True), "é": (0, 0, False, 0, False)}
+        ).to_tuple(),
+        ("pipeline", "totals"): pl.StreamState(BUCKETS, list(range(len(pl.PROGRESS))), 4, True).to_tuple(),
+        ("pipeline", "tumbling_join_node"): node.to_tuple(),
+        ("pipeline", "session_join_node"): node.to_tuple(),
+        ("pipeline", "aggregator_node"): node.to_tuple(),
+        ("pipeline", "sla_bucket"): sa.BucketState(BUCKETS).to_tuple(),
+        ("pipeline", "tumbling_join_bucket"): join.to_tuple(),
+        ("pipeline", "session_join_bucket"): join.to_tuple(),
+        ("pipeline", "aggregator_bucket"): eo.BucketState(BUCKETS, 1024).to_tuple(),
+        ("pipeline", "aggregator_key_bucket"): eo.KeyBucketState(BUCKETS, "sum").to_tuple(),
+    }
+
+
 def _layout_values() -> dict[tuple[str, str], tuple[Any, ...]]:
     """(area, state variable) -> a value as the operator writes it, for every value that carries
     the layout (version, bucket count), each with a binary field of whole int64s."""
@@ -105,6 +133,7 @@ def _layout_values() -> dict[tuple[str, str], tuple[Any, ...]]:
             BUCKETS, "tumbling_tumbling", np.array([10, 0, 0, 0, 0, 0], np.int64), 5, np.arange(2)
         ).to_tuple(),
         ("window_joins", "totals"): wj.StreamState(BUCKETS).to_tuple(),
+        **_pipeline_layout_values(),
     }
 
 
@@ -146,7 +175,7 @@ def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...
     )
     seven = np.array([7], np.int64).tobytes()
     sessions = sw.Sessions(np.array(["a"], object), *(np.array([i], np.int64) for i in range(6)))
-    return {
+    values = {
         ("keyed_watermarks", "blocks"): (
             (0,),
             kw.pack_block(keys, np.arange(2), kw._no_windows(), np.arange(0)),
@@ -169,6 +198,15 @@ def _map_values() -> dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...
         ),
         ("window_joins", "due"): ((4,), (*pack_text(np.array(["k"], object)), seven, seven)),
     }
+    # the pipeline runs the operators' processors, their maps under prefixed names
+    for prefix, area, names in (
+        ("sla_", "sla_admission", ("sla_streams",)),
+        ("tumbling_join_", "window_joins", ("windows", "due")),
+        ("session_join_", "window_joins", ("windows", "due")),
+        ("aggregator_", "exactly_once_aggregation", ("channels", "aggregates")),
+    ):
+        values.update({("pipeline", prefix + name): values[(area, name)] for name in names})
+    return values
 
 
 def _decoder(area: str, variable: str) -> Callable[[tuple[Any, ...], tuple[Any, ...]], Any]:
@@ -195,7 +233,7 @@ def test_every_operator_the_engine_runs_is_known_to_the_inspection() -> None:
     assert layout == set(_layout_values())
     maps = {(a, v) for a, ss in stages.items() for s in ss for v in s.variables if v not in s.layout}
     assert maps == set(_map_values())
-    assert {stage_prefix(a) for a in AREAS} == {"kw", "pw", "sw", "eb", "wp", "ld", "sa", "eoa", "wj"}
+    assert {stage_prefix(a) for a in AREAS} == {"kw", "pw", "sw", "eb", "wp", "ld", "sa", "eoa", "wj", "p"}
 
 
 @pytest.mark.clauses("TR-5")
