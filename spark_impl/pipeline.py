@@ -49,6 +49,15 @@ in a ``pass`` group that touches no state. Every operator's own Spark code decid
 - RESTART (OXP-R11): everything is in the state store under the checkpoint.
 - COST: a stream watermark rise is copied to every bucket of each join it feeds (rises x
   buckets rows; with ``advance_threshold`` 1 and ordered events nearly one rise per event).
+
+Measured
+--------
+``bench/pipeline.py --events 20000 --rounds 3`` (docs/pipeline-benchmark.md), local[2], 8
+shuffle partitions, each area's engine bucket count (3), 2026-12-04, medians of 3 rounds: 4,588
+events/s end to end against 1,278 for its four parts run one after the other on the same events
+(SLA admission 9,626, the tumbling join 4,875, the session join 4,893, the exactly-once
+aggregation 3,717, each counting all the events); a micro-batch of 10 events costs 3.4 s, the
+parts 8.2 s together.
 """
 
 from __future__ import annotations
