@@ -5,17 +5,20 @@ Usage
 The harness engine's form: ``engine_output(df, stream_configs)`` over the engine's input rows
 (one row per trace item, ``spark_impl.engine.INPUT_SCHEMA``), one trace per ``trace_id``, each
 with its own settings (OXP-R13), returns one stream whose ``output`` column names the table of
-each row (harness/outputs.py, ``pipeline``). ``pipeline_rows`` takes the column names of any
-DataFrame of that shape; ``validate_config`` checks a trace's settings with each operator's
-own Spark validation.
+each row (harness/outputs.py, ``pipeline``). ``pipeline_rows`` is the same with the bucket count
+given (fixed in the checkpoint); ``validate_config`` checks a trace's settings with each
+operator's own Spark validation. Write the stream with a sink that keeps its own commit log (the
+file sink, as the engine does), so each micro-batch's rows land once.
 
 Design
 ------
 Three ``transformWithStateInPandas`` stages, chained (each one's output is the next one's only
-input, so none runs twice), all grouped by (stream id, unit, bucket) and all in
-``timeMode="None"``: every watermark is carried in the rows, never Spark's one per query. A
-row names the group of the next stage it goes to (``p_unit``, ``p_bucket``); a table row rides
-in a ``pass`` group that touches no state. Every operator's own Spark code decides its rows:
+input, so none runs twice), all in ``timeMode="None"``: every watermark is carried in the rows,
+never Spark's one per query. They are grouped by (stream id, bucket), (stream id, unit, bucket)
+and (stream id, route), keys the checkpoint inspection tells them apart by. A row names the
+group of the next stage it goes to (``p_unit``, ``p_bucket``); a table row rides in a ``pass``
+group (the key stage: its bucket's group) that touches no state. Every operator's own Spark
+code decides its rows:
 
 - INGRESS STAGE, grouped by ingress stream bucket (``pmod(xxhash64(stream), buckets)``; clock
   and load items copied to every bucket, the batch marker and malformed items to bucket 0).
@@ -25,8 +28,9 @@ in a ``pass`` group that touches no state. Every operator's own Spark code decid
   (OXW-R1..R3, a running count and maximum), the stream watermark as the running maximum of
   its emissions and reported watermarks (OXP-R8, regressions reported), each admitted event's
   late verdict against the watermark before it (OXP-R7). It writes ``ingress``, the streams'
-  ``watermarks`` rows and ``errors``; it sends each kept event to its bucket of each join its
-  stream feeds and to its channel's bucket of the aggregator, and each rise of a stream's
+  ``watermarks`` rows and ``errors``; it sends each kept event to its key's bucket of each join
+  its stream feeds and to its channel's bucket of the aggregator (Spark's ``xxhash64`` of the key
+  and of the channel, taken before the stage), and each rise of a stream's
   watermark to every bucket of each join the stream feeds and to the aggregator's watermark
   group (OXP-R2, R3). STATE: the SLA processor's own, and per ingress stream its generator
   count, maximum and watermark.
@@ -147,6 +151,7 @@ LONG_COLS = (
     "value",
     "p_bits",
     "p_order",
+    "p_key_bucket",
     "p_bucket",
 )
 COLUMNS = (*STRING_COLS, *LONG_COLS)
@@ -247,14 +252,6 @@ def _longs(frame: pd.DataFrame, long_cols: Sequence[str], name: str) -> tuple[np
     """A long column of a masked frame: (values, is null)."""
     bit = np.int64(1) << np.int64(list(long_cols).index(name))
     return frame[name].to_numpy(np.int64), (frame[NULL_MASK].to_numpy(np.int64) & bit) != 0
-
-
-def _bucket_of(values: Sequence[np.ndarray], buckets: int) -> np.ndarray:
-    """A stable bucket per row from its columns (the same in every process and run)."""
-    h = np.zeros(len(values[0]), np.uint64)
-    for v in values:
-        h = h * np.uint64(1_000_003) + pd.util.hash_array(np.asarray(v, dtype=object))
-    return (h % np.uint64(buckets)).astype(np.int64)
 
 
 class _Stage(UnitStage):
@@ -616,6 +613,10 @@ class IngressProcessor(_Stage):
         if not len(kept):
             return
         value = pdf["value"].to_numpy(np.int64)[kept]
+        # Spark's xxhash64 of the key and of the channel, taken before this stage: stable across
+        # releases and processes, so a restarted query routes every key to the bucket holding it
+        key_bucket = np.mod(pdf["key_hash"].to_numpy(np.int64), self.buckets)
+        channel_bucket = np.mod(pdf["channel_hash"].to_numpy(np.int64), self.buckets)
         for join in cfg.joins:
             side = np.array([join.side_of(s) for s in stream[kept].tolist()], dtype=object)
             on = np.flatnonzero(pd.notna(pd.Series(side, dtype=object)).to_numpy(bool))
@@ -631,13 +632,13 @@ class IngressProcessor(_Stage):
                 event_time=assigned[rows],
                 value=value[on],
                 p_unit=join.name,
-                p_bucket=_bucket_of([key[rows]], self.buckets),
+                p_bucket=key_bucket[rows],
             )
         producer = pdf["producer"].to_numpy(np.int64)[kept]
         partition = pdf["partition"].to_numpy(np.int64)[kept]
         out.add("message", len(kept), batch=batch[kept], seq=seq[kept], key=key[kept], producer=producer,
                 partition=partition, sequence=pdf["sequence"].to_numpy(np.int64)[kept], value=value,
-                p_unit=AGGREGATOR, p_bucket=_bucket_of([producer, partition], self.buckets))  # fmt: skip
+                p_key_bucket=key_bucket[kept], p_unit=AGGREGATOR, p_bucket=channel_bucket[kept])  # fmt: skip
 
 
 # ---- the consumer stage ------------------------------------------------------------------------
@@ -820,7 +821,7 @@ class ConsumerProcessor(_Stage):
             "eoa_partition": pdf["partition"].to_numpy(np.int64), "eoa_partition_null": np.zeros(n, bool),
             "eoa_sequence": pdf["sequence"].to_numpy(np.int64), "eoa_sequence_null": np.zeros(n, bool),
             "eoa_amount": np.array([str(v) for v in pdf["value"].to_numpy(np.int64).tolist()], dtype=object),
-            eoa.KEY_BUCKET: _bucket_of([key], self.buckets),
+            eoa.KEY_BUCKET: pdf["p_key_bucket"].to_numpy(np.int64),
         })  # fmt: skip
         told = pd.concat(
             list(self.channels.process(stream_id, bucket, cfg.aggregation, frame)), ignore_index=True
@@ -985,6 +986,8 @@ def pipeline_rows(
         long_or_zero("value").alias("value"),
         *(long_or_zero(c).alias(c) for c in NULLABLE_LONGS),
         *(F.col(c).isNull().alias(f"{c}_null") for c in NULLABLE_LONGS),
+        F.xxhash64(F.col("key")).alias("key_hash"),  # Spark's hash: stable across releases
+        F.xxhash64(F.col("producer"), F.col("partition")).alias("channel_hash"),
     )
     ingress = _stage(rows, INGRESS_KEY, IngressProcessor(per_stream, buckets))
     consumers = _stage(ingress, CONSUMER_KEY, ConsumerProcessor(per_stream, buckets))
