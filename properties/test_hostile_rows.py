@@ -47,7 +47,10 @@ from spark_impl.testing.hostile_rows import (
     trace_rows,
 )
 
-AREAS = sorted(implemented_areas())
+# Every operator with a public function over a DataFrame of the user's columns; the oxirs pipeline
+# has none of its own yet (spark_impl/pipeline.py takes the engine's row form, already typed),
+# and each operator it runs has its public function tested here.
+AREAS = sorted(implemented_areas() - {"pipeline"})
 # Each area's clause of malformed items: where its error rows are decided.
 ERROR_CLAUSES = {
     "keyed_watermarks": "F065-R23",
