@@ -209,7 +209,6 @@ def validate_config(config: Mapping[str, Any]) -> PipelineConfig:
         config, _admission, _generator, late_data.validate_config, window_joins.validate_config,
         eoa.validate_config,
     )  # fmt: skip
-    joins = read.joins
     (threshold, delay), policy = read.generator, read.late
     return PipelineConfig(
         read.admission,
@@ -218,7 +217,7 @@ def validate_config(config: Mapping[str, Any]) -> PipelineConfig:
         delay,
         policy.policy,
         policy.max_lateness,
-        joins,
+        read.joins,
         read.aggregation,
     )
 
@@ -618,8 +617,14 @@ class IngressProcessor(_Stage):
         key_bucket = np.mod(pdf["key_hash"].to_numpy(np.int64), self.buckets)
         channel_bucket = np.mod(pdf["channel_hash"].to_numpy(np.int64), self.buckets)
         for join in cfg.joins:
-            side = np.array([join.side_of(s) for s in stream[kept].tolist()], dtype=object)
-            on = np.flatnonzero(pd.notna(pd.Series(side, dtype=object)).to_numpy(bool))
+            of = stream[kept]
+            left, right = (
+                np.isin(of, np.array(join.left, dtype=object)),
+                np.isin(of, np.array(join.right, dtype=object)),
+            )
+            side = np.full(len(of), None, dtype=object)
+            side[left], side[right] = "left", "right"
+            on = np.flatnonzero(left | right)
             rows = kept[on]
             out.add(
                 "join_event",
@@ -652,8 +657,7 @@ def node_steps(
     the node's watermark rises, its value there, the streams' watermarks after the rows)."""
     values, present = stored
     n = len(rows)
-    column = {s: i for i, s in enumerate(streams)}
-    which = np.array([column[s] for s in rows["stream"].tolist()], np.int64)
+    which = pd.Categorical(rows["stream"].to_numpy(object), categories=list(streams)).codes.astype(np.int64)
     given = rows["watermark"].to_numpy(np.int64)
     grid = np.tile(values, (n, 1))
     known = np.tile(present, (n, 1))
@@ -820,7 +824,7 @@ class ConsumerProcessor(_Stage):
             "eoa_producer": pdf["producer"].to_numpy(np.int64), "eoa_producer_null": np.zeros(n, bool),
             "eoa_partition": pdf["partition"].to_numpy(np.int64), "eoa_partition_null": np.zeros(n, bool),
             "eoa_sequence": pdf["sequence"].to_numpy(np.int64), "eoa_sequence_null": np.zeros(n, bool),
-            "eoa_amount": np.array([str(v) for v in pdf["value"].to_numpy(np.int64).tolist()], dtype=object),
+            "eoa_amount": pdf["value"].to_numpy(np.int64).astype(str).astype(object),
             eoa.KEY_BUCKET: pdf["p_key_bucket"].to_numpy(np.int64),
         })  # fmt: skip
         told = pd.concat(
