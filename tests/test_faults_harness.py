@@ -67,6 +67,8 @@ for own_group in (False, True):
             os.setpgid(0, 0)
         time.sleep(600)
         os._exit(0)
+    if own_group:
+        os.setpgid(pid, pid)  # the parent too, so the group is set before its pid is written (no race)
     pids.append(pid)
 middle = os.fork()
 if middle == 0:
