@@ -143,20 +143,26 @@ def one_stage(df: Any, stream_col: str, bucket_col: str, first: Any, first_schem
 
 
 def restore_nulls(df: Any, columns: Sequence[str], long_cols: Sequence[str]) -> Any:
-    """Selects ``columns``; a long column whose bit is set in the null mask becomes null."""
-    from pyspark.sql import functions as F
+    """Selects ``columns``; a long column whose bit is set in the null mask becomes null.
 
-    mask = F.col(NULL_MASK)
-    cols = []
+    Written as SQL text: one ``selectExpr`` call, where building the same ``Column`` objects in
+    classic PySpark costs a few py4j round trips per operation (about 0.4 s for 30 long columns,
+    paid by the sink step in every micro-batch)."""
+    mask = _quoted(NULL_MASK)
+    cells = []
     for c in columns:
         if c in long_cols:
-            bit = F.lit(1 << long_cols.index(c)).cast("long")
-            cols.append(
-                F.when(mask.bitwiseAND(bit) != 0, F.lit(None).cast("long")).otherwise(F.col(c)).alias(c)
-            )
+            bit = 1 << long_cols.index(c)
+            name = _quoted(c)
+            cells.append(f"CASE WHEN ({mask} & {bit}L) != 0 THEN NULL ELSE {name} END AS {name}")
         else:
-            cols.append(F.col(c))
-    return df.select(*cols)
+            cells.append(_quoted(c))
+    return df.selectExpr(*cells)
+
+
+def _quoted(name: str) -> str:
+    """A column name as a SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def one_frame(rows: Iterator[pd.DataFrame], defaults: Mapping[str, Any] | None = None) -> pd.DataFrame:

@@ -1005,12 +1005,11 @@ def sla_admission(
 
 
 def _in_tokens(restored: Any) -> Any:
-    """OXS-R3: the reported level is nano-tokens / 10^9, one IEEE division (exact below 2^53)."""
-    from pyspark.sql import functions as F
-
-    return restored.select(*[
-        (F.col(c).cast("double") / F.lit(float(NANO))).alias(c) if c in FLOAT_COLS else F.col(c)
-        for c in OUTPUT_COLUMNS
+    """OXS-R3: the reported level is nano-tokens / 10^9, one IEEE division (exact below 2^53).
+    SQL text, one call: the sink step runs it every micro-batch (scaleout.restore_nulls says why)."""
+    nano = f"CAST({NANO} AS DOUBLE)"
+    return restored.selectExpr(*[
+        f"CAST(`{c}` AS DOUBLE) / {nano} AS `{c}`" if c in FLOAT_COLS else f"`{c}`" for c in OUTPUT_COLUMNS
     ])  # fmt: skip
 
 
