@@ -72,6 +72,7 @@ from spark_impl.common import (
     StatefulProcessor,
     StatefulProcessorHandle,
     batches_in,
+    computed_once,
     with_defaults,
 )
 
@@ -367,10 +368,9 @@ class SinkStep:
         from pyspark.sql import functions as F
 
         spark = batch.sparkSession
-        batch.persist()
-        try:
+        with computed_once(batch) as kept:
             route = F.col(ROUTE)
-            summaries = batch.filter(route == SUMMARY_ROUTE).toPandas()  # every column, as the stage wrote it
+            summaries = kept.filter(route == SUMMARY_ROUTE).toPandas()  # every column, as the stage wrote it
             slot, values = self._before(spark, batch_id, checkpoint)
             store = MemoryStore(dict(values))
             frames = []
@@ -379,7 +379,7 @@ class SinkStep:
                 self.narrow.open_state(store.handle((stream_id, SUMMARY_ROUTE)))
                 frames.append(self.narrow.summarise(stream_id, rows.reset_index(drop=True)))
             # route null: the error rows of unplaced input rows
-            table_rows = batch.filter(route.isNull() | (route != SUMMARY_ROUTE))
+            table_rows = kept.filter(route.isNull() | (route != SUMMARY_ROUTE))
             tables = restore_nulls(table_rows, self.columns, self.long_cols)
             if frames:
                 narrow_rows = pd.concat(frames, ignore_index=True)
@@ -391,8 +391,6 @@ class SinkStep:
             self._write(spark, checkpoint, written, batch_id, store.values)
             consume(tables if self.finish is None else self.finish(tables))
             self._cached = (batch_id, written, store.values)
-        finally:
-            batch.unpersist()
 
     def refuse_second_stage(self, stages: Sequence[Any]) -> None:
         """Raises ``IncompatibleCheckpoint`` when the inspected checkpoint (``check_checkpoint``'s
