@@ -211,3 +211,34 @@ def test_which_checkpoint_folders_count_as_local() -> None:
     assert local_folder("file:///tmp/c") == "/tmp/c" and local_folder("file:/tmp/c") == "/tmp/c"
     assert local_folder("relative/c") == "relative/c"
     assert local_folder("s3a://bucket/c") is None and local_folder("hdfs://nn:8020/c") is None
+
+
+@pytest.mark.clauses("TR-17")
+def test_spark_a_micro_batch_is_computed_once_for_its_reads_and_then_released(tmp_path: Path) -> None:
+    """``computed_once``: the rows are computed once however often they are read inside (a
+    second computation would run the stateful stage again), and, in classic Spark, the kept
+    blocks are gone on exit (one batch's rows would otherwise stay until the JVM collects them)."""
+    from pyspark.sql import functions as F
+
+    from spark_impl.common import computed_once
+    from spark_impl.session import get_spark, is_connect
+
+    spark, calls = get_spark(), tmp_path / "calls"
+    calls.mkdir()
+
+    def counted(chunks: Any) -> Any:  # each computation of a chunk leaves a file
+        import uuid
+
+        for chunk in chunks:
+            (calls / uuid.uuid4().hex).write_text(str(len(chunk)))
+            yield chunk.assign(twice=chunk["id"] * 2)[["twice"]]
+
+    rows = spark.range(1_000, numPartitions=4).mapInPandas(counted, "twice long")
+    classic = not is_connect(spark)  # Spark Connect releases a checkpoint when its DataFrame is collected
+    kept_before = spark.sparkContext._jsc.getPersistentRDDs().size() if classic else None
+    with computed_once(rows) as kept:
+        assert sum(r["twice"] for r in kept.collect()) == 2 * sum(range(1_000))
+        assert kept.filter(F.col("twice") < 10).count() == 5
+        assert sum(int(f.read_text()) for f in calls.iterdir()) == 1_000  # one computation of each row
+    if classic:
+        assert spark.sparkContext._jsc.getPersistentRDDs().size() == kept_before
