@@ -9,7 +9,10 @@ running query. Event time rises 1 ms per event with +-500 ms of disorder; keys a
 
 - ours: the operator's ``foreach_batch`` with a function that writes each micro-batch's rows
   to the noop sink (every operator runs its plan with the narrow step in the sink there);
-- native: the counterpart named in ``OPERATORS`` (issue 38's table), to the noop sink.
+- native: the counterpart named in ``OPERATORS`` (issue 38's table), to the noop sink;
+- floor: ``floor_query``, the operator's shape (its stages, buckets and output columns) with
+  none of its work: what any operator built as ``transformWithStateInPandas`` stages with the
+  narrow step in the sink takes on this path.
 
 Each run is a fresh Python subprocess with a fresh session; ours and native take turns
 ``--rounds`` times. Per run: the warm rate (events of batches 2.. over their trigger
@@ -34,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql.streaming import StatefulProcessor
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import scaleout  # noqa: E402 - bench/scaleout.py: its session and subprocess environment
@@ -55,6 +60,8 @@ class Operator:
     rows: Callable[[Any, Sequence[int], int], Any]  # (rng, batch sizes, keys) -> pandas frame with "batch"
     ours: Callable[[Any], Any]  # source DataFrame -> OperatorStreams
     native: Callable[[Any], tuple[Any, str]]  # source DataFrame -> (streaming DataFrame, output mode)
+    unit: tuple[str, ...] = ("key",)  # the input columns whose hash picks a row's bucket in the floor
+    stages: int = 1  # stateful Python stages of ours on this path (the floor runs as many)
 
 
 # ---- the rows: one arrival order over every batch, so the tiny batches continue the stream ----
@@ -343,6 +350,7 @@ def operators() -> dict[str, Operator]:
                 partitioned_rows,
                 partitioned,
                 plain("source", "partition"),
+                unit=("source", "partition"),
             ),  # fmt: skip
             Operator(
                 "late_data",
@@ -351,6 +359,7 @@ def operators() -> dict[str, Operator]:
                 late_rows,
                 late,
                 native_late,
+                unit=("source",),
             ),  # fmt: skip
             Operator(
                 "watermark_propagation",
@@ -359,6 +368,7 @@ def operators() -> dict[str, Operator]:
                 propagation_rows,
                 propagation,
                 plain("source"),
+                unit=("source",),
             ),  # fmt: skip
             Operator(
                 "session_windows",
@@ -367,8 +377,9 @@ def operators() -> dict[str, Operator]:
                 keyed_rows,
                 sessions,
                 native_sessions,
+                stages=2,
             ),  # fmt: skip
-            Operator("eventtime_buffer", keys, by_key, keyed_rows, buffer, plain("key")),
+            Operator("eventtime_buffer", keys, by_key, keyed_rows, buffer, plain("key"), unit=("seq",)),
             Operator(
                 "window_joins",
                 keys,
@@ -377,7 +388,15 @@ def operators() -> dict[str, Operator]:
                 joins,
                 native_joins,
             ),  # fmt: skip
-            Operator("sla_admission", sources, "groupBy(stream).count(), update", sla_rows, sla, native_sla),
+            Operator(
+                "sla_admission",
+                sources,
+                "groupBy(stream).count(), update",
+                sla_rows,
+                sla,
+                native_sla,
+                unit=("stream",),
+            ),  # fmt: skip
             Operator(
                 "exactly_once_aggregation",
                 keys,
@@ -385,9 +404,87 @@ def operators() -> dict[str, Operator]:
                 exactly_once_rows,
                 exactly_once,
                 native_exactly_once,
+                unit=("producer", "partition"),
+                stages=2,
             ),  # fmt: skip
         )
     }
+
+
+# ---- the floor: the operator's shape with none of its work --------------------------------------
+
+
+def floor_query(op: Operator, df: Any, checkpoint: str) -> Any:
+    """The floor of ``op`` on this path: ``op.stages`` ``transformWithStateInPandas`` stages of
+    the operator's bucket count, grouped by a hash of its unit columns, one ValueState each,
+    each handing every input row back in the columns and types of the operator's one-stage
+    stream (its ``sink_rows``) and deciding nothing; then the sink step's reads (the batch
+    computed once, its summary rows to the driver, every row to the noop sink). What an
+    operator built this way cannot beat: the fixed cost of its stages and every row's trip
+    through Python and back."""
+    from pyspark.sql import functions as F
+
+    from spark_impl.common import computed_once
+    from spark_impl.scaleout import ROUTE, SUMMARY_ROUTE, default_buckets
+
+    fields = [(f.name, f.dataType.simpleString()) for f in op.ours(df).sink_rows.schema.fields]
+    fields = [(name, kind) for name, kind in fields if name != "floor_bucket"]
+    buckets = default_buckets(df.sparkSession)
+    schema = ", ".join(["`floor_bucket` long", *(f"`{n}` {k}" for n, k in fields)])
+    rows = df.withColumn("floor_bucket", F.pmod(F.xxhash64(*op.unit), F.lit(buckets)))
+    for stage in range(op.stages):
+        if stage:  # another grouping, so Spark shuffles between the stages as the operator's do
+            rows = rows.select(
+                F.pmod(F.col("floor_bucket") + 1, F.lit(buckets)).alias("floor_bucket"),
+                *[F.col(n) for n, _ in fields],
+            )  # fmt: skip
+        rows = rows.groupBy("floor_bucket").transformWithStateInPandas(
+            PassThrough(fields), outputStructType=schema, outputMode="Append", timeMode="None"
+        )
+
+    def each(batch: Any, batch_id: int) -> None:
+        with computed_once(batch) as kept:
+            kept.filter(F.col(ROUTE) == SUMMARY_ROUTE).toPandas()
+            kept.write.format("noop").mode("overwrite").save()
+
+    return (
+        rows.writeStream.foreachBatch(each)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+
+
+class PassThrough(StatefulProcessor):  # type: ignore[misc]
+    """Every input row back in the given columns: longs from the event time, texts from the
+    first text column, the route of a table row; one ValueState read and written per call."""
+
+    def __init__(self, fields: Sequence[tuple[str, str]]) -> None:
+        self.fields = list(fields)
+
+    def init(self, handle: Any) -> None:
+        self.calls = handle.getValueState("calls", "n long")
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+        import numpy as np
+        import pandas as pd
+
+        pdf = pd.concat(list(rows), ignore_index=True)
+        seen = self.calls.get()
+        self.calls.update(((seen[0] if seen else 0) + 1,))
+        n = len(pdf)
+        times = pdf["event_time"].to_numpy(np.int64) if "event_time" in pdf else np.zeros(n, np.int64)
+        texts = [c for c in pdf.columns if pdf[c].dtype == object]
+        text = pdf[texts[0]].astype(str) if texts else pd.Series(["x"] * n)
+        fill = {"bigint": times, "int": times.astype(np.int32), "double": times.astype(np.float64),
+                "boolean": np.zeros(n, bool), "string": text, "binary": [b""] * n}  # fmt: skip
+        out = {"floor_bucket": np.full(n, key[0], np.int64)}
+        for name, kind in self.fields:
+            out[name] = np.full(n, key[0], np.int64) if name == "kw_route" else fill[kind]
+        yield pd.DataFrame(out)
+
+    def close(self) -> None:
+        pass
 
 
 # ---- the child: one engine, one session ------------------------------------------------------
@@ -422,7 +519,9 @@ def child(spec: dict[str, Any]) -> None:
     schema = pq.read_schema(os.path.join(source, "batch-00000.parquet"))
     df = spark.readStream.schema(spark_schema(schema)).option("maxFilesPerTrigger", 1).parquet(source)
     checkpoint = os.path.join(spec["work"], "checkpoint")
-    if spec["engine"] == "ours":
+    if spec["engine"] == "floor":
+        query = floor_query(op, df, checkpoint)
+    elif spec["engine"] == "ours":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the operators' advice about clocks: none here
             query = op.ours(df).foreach_batch(noop_batch, checkpoint, trigger={"availableNow": True})
@@ -491,8 +590,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def compare(area: str, args: argparse.Namespace, base: str) -> dict[str, Any]:
-    """Ours and native on one operator, taking turns (native first in each round)."""
-    runs: dict[str, list[dict[str, Any]]] = {"native": [], "ours": []}
+    """Ours, native and the floor on one operator, taking turns (native first in each round)."""
+    runs: dict[str, list[dict[str, Any]]] = {"native": [], "ours": [], "floor": []}
     for r in range(args.rounds):
         for engine in runs:
             work = tempfile.mkdtemp(prefix=f"{area}-{engine}-{r}-", dir=base)
@@ -508,17 +607,20 @@ def compare(area: str, args: argparse.Namespace, base: str) -> dict[str, Any]:
         engine: {k: median(x[k] for x in rs) for k in rs[0] if rs[0][k] is not None} | {"runs": rs}
         for engine, rs in runs.items()
     }
-    row["ratio"] = median(
-        o["warm_events_per_s"] / n["warm_events_per_s"]
-        for o, n in zip(runs["ours"], runs["native"], strict=True)
-    )
+    for engine in ("ours", "floor"):
+        row["ratio" if engine == "ours" else "floor_ratio"] = median(
+            o["warm_events_per_s"] / n["warm_events_per_s"]
+            for o, n in zip(runs[engine], runs["native"], strict=True)
+        )
     op = operators()[area]
-    row.update(area=area, size=op.size(args.keys), native_label=op.native_label)
-    o, n = row["ours"], row["native"]
+    row.update(area=area, size=op.size(args.keys), native_label=op.native_label, stages=op.stages)
+    o, n, f = row["ours"], row["native"], row["floor"]
     print(
         f"{area:26} ours {o['warm_events_per_s']:>9,.0f} ev/s, {o['batch_ms']:>6,.0f} ms/batch, fixed "
         f"{o.get('fixed_ms', 0):>5,.0f} ms | native {n['warm_events_per_s']:>9,.0f} ev/s, "
-        f"{n['batch_ms']:>6,.0f} ms/batch, fixed {n.get('fixed_ms', 0):>5,.0f} ms | {row['ratio']:.2f}x",
+        f"{n['batch_ms']:>6,.0f} ms/batch, fixed {n.get('fixed_ms', 0):>5,.0f} ms | {row['ratio']:.2f}x | "
+        f"floor {f['warm_events_per_s']:>9,.0f} ev/s, {f['batch_ms']:>6,.0f} ms/batch, fixed "
+        f"{f.get('fixed_ms', 0):>5,.0f} ms, {row['floor_ratio']:.2f}x",
         flush=True,
     )
     return row
