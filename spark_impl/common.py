@@ -19,7 +19,7 @@ Pure numpy/pandas: everything here also runs inside Spark's Python workers.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -163,6 +163,7 @@ except ImportError:  # pragma: no cover - pyspark is a dependency
     StatefulProcessorHandle = Any  # type: ignore[misc,assignment]
 
 Config = TypeVar("Config")
+_T = TypeVar("_T")
 
 
 class StreamGroupProcessor(StatefulProcessor, Generic[Config]):  # type: ignore[misc]
@@ -475,7 +476,7 @@ def write_batch_tables(
     ``<path>/<table>/batch_id=<batch_id>``, its ``tables[table]`` columns, overwriting what an
     earlier attempt of the same batch wrote.
 
-    The batch is computed once first (``computed_once``), which commits the operators' state
+    The batch is computed once first (``use_computed_once``), which commits the operators' state
     stores; the tables follow in name order. ``reached(point, batch_id)``, when given, is called at
     ``after_state`` (state committed, no table written), ``between_tables`` (before each table
     but the first) and ``after_sink`` (every table written, before Spark's commit log): the
@@ -484,7 +485,7 @@ def write_batch_tables(
     ``SinkStep``'s), where keeping them again would copy every row once more."""
     from pyspark.sql import functions as F
 
-    with computed_once(batch) if cache else nullcontext(batch) as rows:
+    def write(rows: Any) -> None:
         present = {r["output"] for r in rows.select("output").distinct().collect()}
         if reached:
             reached("after_state", batch_id)
@@ -496,6 +497,33 @@ def write_batch_tables(
         if reached:
             reached("after_sink", batch_id)
 
+    if cache:
+        use_computed_once(batch, write)
+    else:
+        write(batch)
+
+
+#: Spark's error for a kept block that is gone: the executor that held it died after the batch was kept
+LOST_KEPT_BLOCK = "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"
+#: computations of one micro-batch before losses of its kept blocks fail it
+KEEP_ATTEMPTS = 3
+
+
+def use_computed_once(batch: Any, use: Callable[[Any], _T]) -> _T:
+    """``use(rows)`` on ``batch`` ``computed_once``. When an executor holding some of the kept rows
+    dies before ``use`` is done (``LOST_KEPT_BLOCK``), the batch is computed again and ``use`` runs
+    again from its start, as Spark runs a failed micro-batch again: ``use`` must be what a replay
+    does (the same writes, overwriting). So a lost executor costs the batch's computation, not
+    the query (TR-17); after ``KEEP_ATTEMPTS`` losses the error is raised."""
+    for attempt in range(1, KEEP_ATTEMPTS + 1):
+        try:
+            with computed_once(batch) as kept:
+                return use(kept)
+        except Exception as error:
+            if attempt == KEEP_ATTEMPTS or LOST_KEPT_BLOCK not in str(error):
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
 
 @contextmanager
 def computed_once(batch: Any) -> Iterator[Any]:
@@ -505,7 +533,8 @@ def computed_once(batch: Any) -> Iterator[Any]:
     A local checkpoint, not ``persist``: Spark's columnar cache encodes and compresses every
     column, which added 1.9 s to a 100,000-event micro-batch of 39 columns at local[2], the
     local checkpoint's rows 0.4 s (``bench/sink_cache.py``). Unlike a cache, lost blocks are
-    not computed again: a lost executor fails the micro-batch, which the query runs again."""
+    not computed again: read them through ``use_computed_once``, which computes the batch again
+    when an executor that held some of them died."""
     kept = batch.localCheckpoint(eager=True)
     try:
         yield kept
@@ -555,6 +584,7 @@ __all__ = [
     "batches_in",
     "check_columns",
     "computed_once",
+    "use_computed_once",
     "event_time_millis",
     "long_or_zero",
     "millis_column",

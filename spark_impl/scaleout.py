@@ -72,7 +72,7 @@ from spark_impl.common import (
     StatefulProcessor,
     StatefulProcessorHandle,
     batches_in,
-    computed_once,
+    use_computed_once,
     with_defaults,
 )
 
@@ -368,7 +368,8 @@ class SinkStep:
         from pyspark.sql import functions as F
 
         spark = batch.sparkSession
-        with computed_once(batch) as kept:
+
+        def finish(kept: Any) -> None:  # run again from its start when kept rows were lost (a replay)
             route = F.col(ROUTE)
             summaries = kept.filter(route == SUMMARY_ROUTE).toPandas()  # every column, as the stage wrote it
             slot, values = self._before(spark, batch_id, checkpoint)
@@ -391,6 +392,8 @@ class SinkStep:
             self._write(spark, checkpoint, written, batch_id, store.values)
             consume(tables if self.finish is None else self.finish(tables))
             self._cached = (batch_id, written, store.values)
+
+        use_computed_once(batch, finish)
 
     def refuse_second_stage(self, stages: Sequence[Any]) -> None:
         """Raises ``IncompatibleCheckpoint`` when the inspected checkpoint (``check_checkpoint``'s

@@ -242,3 +242,97 @@ def test_spark_a_micro_batch_is_computed_once_for_its_reads_and_then_released(tm
         assert sum(int(f.read_text()) for f in calls.iterdir()) == 1_000  # one computation of each row
     if classic:
         assert spark.sparkContext._jsc.getPersistentRDDs().size() == kept_before
+
+
+def _drop_kept_blocks(kept: Any) -> None:
+    """What an executor's death does to the rows it kept (classic Spark): they are gone."""
+    kept._jdf.queryExecution().analyzed().rdd().unpersist(True)
+
+
+@pytest.mark.clauses("TR-17")
+def test_spark_kept_rows_lost_with_their_executor_are_computed_again(tmp_path: Path) -> None:
+    """``use_computed_once``: rows kept for a micro-batch's reads that die with an executor are
+    computed again and the reads run again from the start, instead of failing the query (a local
+    checkpoint's lost blocks are never computed again by Spark itself); any other error is
+    raised at once. Through Spark Connect the kept blocks are out of the client's reach, so
+    there the test checks the path without a loss."""
+    from spark_impl.common import KEEP_ATTEMPTS, LOST_KEPT_BLOCK, use_computed_once
+    from spark_impl.session import get_spark, is_connect
+
+    spark, calls = get_spark(), tmp_path / "calls"
+    calls.mkdir()
+
+    def counted(chunks: Any) -> Any:  # each computation of a chunk leaves a file
+        import uuid
+
+        for chunk in chunks:
+            (calls / uuid.uuid4().hex).write_text(str(len(chunk)))
+            yield chunk
+
+    rows = spark.range(1_000, numPartitions=4).mapInPandas(counted, "id long")
+    computed = lambda: sum(int(f.read_text()) for f in calls.iterdir())  # noqa: E731
+    losses = 0 if is_connect(spark) else 1
+    uses: list[int] = []
+
+    def use(kept: Any) -> int:
+        uses.append(1)
+        if len(uses) <= losses:
+            _drop_kept_blocks(kept)
+        return kept.filter("id % 2 = 0").count()
+
+    assert use_computed_once(rows, use) == 500
+    assert len(uses) == losses + 1 and computed() == 1_000 * (losses + 1)
+    if losses:
+        uses.clear()
+        with pytest.raises(Exception, match=LOST_KEPT_BLOCK):  # lost at every attempt: the error
+            use_computed_once(rows, lambda kept: (_drop_kept_blocks(kept), kept.count()))
+        before = computed()
+        with pytest.raises(ZeroDivisionError):  # not a loss: raised at once, computed once
+            use_computed_once(rows, lambda kept: (kept.count(), 1 // 0))
+        assert computed() == before + 1_000 and KEEP_ATTEMPTS > 1
+
+
+@pytest.mark.clauses("TR-17", "F065-R24")
+def test_spark_a_sink_step_whose_kept_rows_are_lost_gives_the_answer_of_a_run_without_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator's stateful stage computed a second time in the same micro-batch (its kept
+    rows lost after the sink step wrote the batch's per-stream state and some tables) commits
+    the same state, and every table equals the run without the loss (classic Spark: the
+    ``foreach_batch`` function runs in this process, where the loss is planted)."""
+    from contextlib import contextmanager
+
+    from spark_impl import common
+    from spark_impl.keyed_watermarks import TABLE_COLUMNS
+    from spark_impl.session import get_spark, is_connect
+
+    spark, traces, once = get_spark(), [_trace(0)], {"availableNow": True}
+    plain = _streams(_source(spark, tmp_path, traces, 2), traces)
+    assert _finished(plain.write_tables(str(tmp_path / "plain"), str(tmp_path / "c1"), trigger=once)) is None
+    real_keep, real_write = common.computed_once, common.write_batch_tables
+    kept_now: list[Any] = []
+    written: list[int] = []  # the batch id of every call of the tables' writer
+
+    @contextmanager
+    def keep(batch: Any) -> Any:
+        with real_keep(batch) as kept:
+            kept_now[:] = [kept]
+            yield kept
+
+    def write_after_a_loss(batch: Any, batch_id: int, *args: Any, **kwargs: Any) -> None:
+        written.append(batch_id)
+        if batch_id == 1 and written.count(1) == 1:  # the step has written batch 1's per-stream state
+            _drop_kept_blocks(kept_now[0])
+        real_write(batch, batch_id, *args, **kwargs)
+
+    monkeypatch.setattr(common, "computed_once", keep)
+    monkeypatch.setattr(common, "write_batch_tables", write_after_a_loss)
+    lossy = _streams(_source(spark, tmp_path, traces, 2), traces)
+    out = str(tmp_path / "lossy")
+    assert _finished(lossy.write_tables(out, str(tmp_path / "c2"), trigger=once)) is None
+    if not is_connect(spark):
+        assert written.count(1) == 2, f"batch 1 was not written a second time: {written}"
+    for table in TABLE_COLUMNS:
+        want = spark.read.parquet(str(tmp_path / "plain" / table))
+        got = spark.read.parquet(f"{out}/{table}")
+        assert sorted(map(repr, want.collect())) == sorted(map(repr, got.collect())), table
