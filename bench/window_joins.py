@@ -8,7 +8,7 @@ and write to the ``noop`` sink with Trigger.AvailableNow, at 1,000 and at
 of 10 s), tumbling x sliding (``ts``: left panes of 10 s, right panes of 10 s
 sliding by 5 s) and session x session (``ss``: gap 2 s):
 
-- ours: ``window_join_rows(df, ..., seq_unique=True)`` (spark_impl/window_joins.py)
+- ours: ``window_join_rows(df, ..., seq_unique=True)`` (spark_impl/window_joins/)
   with its default buckets, its ``pairs`` table. Each batch starts with a
   watermark row equal to the watermark Spark drops rows by in that micro-batch
   (each input's greatest event time minus the 5 s delay, the smaller of the

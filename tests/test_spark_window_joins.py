@@ -1,4 +1,4 @@
-"""Window joins on Spark in a pipeline (spark_impl/window_joins.py).
+"""Window joins on Spark in a pipeline (spark_impl/window_joins/).
 
 What the harness's differential runs do not show:
 
