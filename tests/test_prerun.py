@@ -240,7 +240,10 @@ def test_a_wall_clock_test_runs_after_the_pre_run_and_before_the_background_work
     end = log.index("run end", log.index("run start 1 prerun-slow_engine:ENGINE"))
     clock = log.index("test test_on_the_clock")
     assert end < clock < log.index("after_prerun start"), log
-    assert clock == min(i for i, line in enumerate(log) if line.startswith("test ") and i > end), log
+    # the oracle's tests are queued first: on a loaded machine some start only after the pre-run ended
+    beside = {"test test_one_key[reference]", "test test_two_keys[reference]", "test test_marked"}
+    waited = [i for i, line in enumerate(log) if line.startswith("test ") and i > end and line not in beside]
+    assert clock == min(waited), log
 
 
 def test_the_pre_run_beside_the_oracles_tests_asks_the_engines_run_apart(pytester: pytest.Pytester) -> None:
