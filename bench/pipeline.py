@@ -51,7 +51,7 @@ ADMISSION = {
 
 PAGE_TEXT = """\
 Every query reads Parquet files in the Spark engine's row form, one per micro-batch, and writes to
-the noop sink. **pipeline**: `spark_impl/pipeline.py` over four ingress streams (a tumbling join
+the noop sink. **pipeline**: `spark_impl/pipeline/` over four ingress streams (a tumbling join
 of s0 x s1, a session join of s2 x s3, every event to the exactly-once sum; admission takes every
 event). **The parts**: each operator alone on the same events through its harness plan (SLA
 admission on every event, each join on its two streams with a watermark item per batch, the

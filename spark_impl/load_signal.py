@@ -74,8 +74,9 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
-from spark_impl.sla_admission import METRIC_NAMES, Shedder, metric_problem
-from spark_impl.sla_admission import load_score as sla_load_score
+from spark_impl.sla_admission.rules import load_score as sla_load_score
+from spark_impl.sla_admission.rules import metric_problem
+from spark_impl.sla_admission.settings import METRIC_NAMES, Shedder
 
 SOURCE_NAME = "load_signal"
 RECORD_FILE = "load_score.json"

@@ -417,29 +417,6 @@ LAYOUT = register(
 
 
 __all__ = [
-    "LONG_COLS",
-    "ENGINE_BUCKETS",
-    "LAYOUT_VERSION",
-    "OUTPUT_SCHEMA",
-    "BucketState",
-    "JoinBucketProcessor",
-    "StreamConfig",
-    "StreamState",
-    "StreamTotalsProcessor",
-    "WindowJoinStreams",
-    "engine_output",
-    "engine_streams",
-    "pane_deadline",
-    "reached_left_panes",
-    "unpack_due",
-    "unpack_window",
-    "validate_config",
-    "window_join_rows",
-    "window_joins",
-]
-
-
-__all__ = [
     "BucketState",
     "ENGINE_BUCKETS",
     "JoinBucketProcessor",
