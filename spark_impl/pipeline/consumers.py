@@ -28,8 +28,8 @@ from spark_impl.pipeline.layout import (
     NodeState,
     _longs,
     _out,
-    _Prefixed,
     _Stage,
+    prefixed,
 )
 from spark_impl.pipeline.settings import AGGREGATOR, OPERATOR, JoinSpec, PipelineConfig
 from spark_impl.scaleout import NULL_MASK
@@ -76,12 +76,12 @@ class ConsumerProcessor(_Stage):
         self.node_state = {}
         for name in JOINS:
             join = window_joins.JoinBucketProcessor(_EACH_CALL, {}, True, self.buckets)
-            join.open_state(_Prefixed(handle, name + "_"))
+            join.open_state(prefixed(handle, name + "_"))
             self.joins[name] = join
             self.node_state[name] = handle.getValueState(name + "_node", NODE_SCHEMA)
         self.node_state[AGGREGATOR] = handle.getValueState(AGGREGATOR + "_node", NODE_SCHEMA)
         self.channels = eoa.ChannelBucketProcessor(_EACH_CALL, {}, True, self.buckets)
-        self.channels.open_state(_Prefixed(handle, AGGREGATOR + "_"))
+        self.channels.open_state(prefixed(handle, AGGREGATOR + "_"))
 
     def process(
         self, stream_id: str | None, unit: str, bucket: int, cfg: PipelineConfig, pdf: pd.DataFrame

@@ -25,8 +25,8 @@ from spark_impl.pipeline.layout import (
     PASS,
     BucketState,
     _out,
-    _Prefixed,
     _Stage,
+    prefixed,
 )
 from spark_impl.pipeline.settings import ACCEPTED_KINDS, AGGREGATOR, INGRESS_COUNTERS, PipelineConfig
 from spark_impl.scaleout import NULL_MASK
@@ -137,7 +137,7 @@ class IngressProcessor(_Stage):
 
     def open_state(self, handle: Any) -> None:
         self.sla = sla_admission.SlaBucketProcessor(_EACH_CALL, {}, True, self.buckets, True, False)
-        self.sla.open_state(_Prefixed(handle, "sla_"))
+        self.sla.open_state(prefixed(handle, "sla_"))
         self.state = handle.getValueState("bucket", BUCKET_SCHEMA)
 
     def group(self, key: Any) -> tuple[str, int]:

@@ -22,8 +22,8 @@ from spark_impl.pipeline.layout import (
     StreamState,
     _longs,
     _out,
-    _Prefixed,
     _Stage,
+    prefixed,
 )
 from spark_impl.pipeline.settings import AGGREGATOR, PROGRESS, PipelineConfig
 from spark_impl.scaleout import NULL_MASK
@@ -38,7 +38,7 @@ class KeyProcessor(_Stage):
 
     def open_state(self, handle: Any) -> None:
         self.keys = eoa.KeyBucketProcessor(_EACH_CALL, {}, self.buckets)
-        self.keys.init(_Prefixed(handle, AGGREGATOR + "_"))
+        self.keys.init(prefixed(handle, AGGREGATOR + "_"))
         self.totals = handle.getValueState("totals", TOTALS_SCHEMA)
 
     def group(self, key: Any) -> tuple[str, int]:

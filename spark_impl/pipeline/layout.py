@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -17,6 +17,9 @@ from spark_impl.checkpoints import decoding
 from spark_impl.common import OutputRows
 from spark_impl.pipeline.settings import LAYOUT_VERSION, OPERATOR, PROGRESS
 from spark_impl.scaleout import NULL_MASK, ROUTE, UnitStage, check_layout, pack_text, unpack_text
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 #: the item fields that may be missing, which enter the first stage as 0 and a null flag (a
 #: nullable long would reach pandas as a float, exact only to 2**53)
@@ -119,6 +122,12 @@ class _Prefixed:
 
     def getMapState(self, name: str, key_schema: Any, value_schema: Any, *args: Any) -> Any:
         return self.handle.getMapState(self.prefix + name, key_schema, value_schema, *args)
+
+
+def prefixed(handle: Any, prefix: str) -> StatefulProcessorHandle:
+    """``handle`` with ``prefix`` before every state name, typed as the handle it stands for: the
+    operators' processors call only the two methods ``_Prefixed`` has."""
+    return cast("StatefulProcessorHandle", _Prefixed(handle, prefix))
 
 
 #: an operator processor's default settings, which the pipeline never uses: it hands each call its
