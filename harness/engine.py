@@ -22,7 +22,11 @@ BUILTIN_ENGINES = {
 
 #: engines this project validates that run only as commands (spec/engine-protocol.md), with the
 #: command: their expectation files are known files, not misspelt ones
-COMMAND_ENGINES = {"flink": "python -m flink_engine (in its own environment: tox -e flink)"}
+COMMAND_ENGINES = {
+    "flink": "python -m flink_engine (in its own environment: tox -e flink)",
+    "beam": "python -m beam_engine (in its own environment: tox -e beam)",
+    "bytewax": "python -m bytewax_engine (in its own environment: tox -e bytewax)",
+}
 
 
 class Unsupported(Exception):  # noqa: N818 - an answer, not an error: the engine declines the case

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.oracle_alone  # no Spark: it may run beside the Spark p
 ROOT = Path(__file__).resolve().parent.parent
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 #: what the harness must never import (issue of the floors: the ground floor names no engine)
-ENGINES_AND_TESTS = ("spark_impl", "spark_native", "flink_engine", "properties")
+ENGINES_AND_TESTS = (
+    "spark_impl", "spark_native", "flink_engine", "beam_engine", "bytewax_engine", "properties",
+)  # fmt: skip
 #: the harness modules that may name an engine module as a string: the registry and the oracle
 REGISTRY_MODULES = ("harness/engine.py", "harness/reference_engine.py")
 IMPORT_FUNCTIONS = frozenset({"import_module", "__import__", "find_spec", "spec_from_file_location"})

@@ -1,0 +1,1 @@
+"""Bytewax as an engine under test (python -m bytewax_engine)."""
