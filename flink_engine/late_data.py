@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flink_engine import common
+from harness.input_checks import late_data_errors
 from harness.traces import InvalidConfig
 from reference.late_data import config_from_trace
 
@@ -52,34 +53,6 @@ class Prepared:
     errors: list[common.Row] = field(default_factory=list)
 
 
-def _errors(batches: list[list[dict[str, Any]]]) -> dict[tuple[int, int], str]:
-    """OXL-R16, checked by the adapter: Flink's DataStream has no notion of a malformed item."""
-    errors = {}
-    clock, watermark = 0, None
-    for b, batch in enumerate(batches):
-        for seq, item in enumerate(batch):
-            kind = item.get("kind")
-            if kind == "duplicate_seq":
-                errors[(b, seq)] = "duplicate_seq"
-            elif kind not in ("event", "watermark", "clock"):
-                errors[(b, seq)] = "unsupported_item"
-            elif kind == "event":
-                if item.get("event_time") is None:
-                    errors[(b, seq)] = "missing_event_time"
-            elif item.get("time") is None:
-                errors[(b, seq)] = "missing_time"
-            elif kind == "clock":
-                if item["time"] < clock:
-                    errors[(b, seq)] = "clock_went_backwards"
-                else:
-                    clock = item["time"]
-            elif watermark is not None and item["time"] < watermark:
-                errors[(b, seq)] = "watermark_regressed"
-            else:
-                watermark = item["time"]
-    return errors
-
-
 def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
     try:
         config = config_from_trace(case.get("config", {}))
@@ -91,7 +64,7 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
     if policy == "Reassign":
         return {"id": case["id"], "unsupported": NO_REASSIGN}
     batches = case["batches"]
-    errors = _errors(batches)
+    errors = late_data_errors(batches)
     accepted = [
         (b, seq, it)
         for b, batch in enumerate(batches)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flink_engine import common
+from harness.input_checks import window_join_errors
 from harness.traces import InvalidConfig
 from reference.window_joins import validate_config
 
@@ -60,41 +61,6 @@ class Prepared:
         return (self.join, self.length, self.lateness)
 
 
-def _errors(batches: list[list[dict[str, Any]]]) -> dict[tuple[int, int], str]:
-    """OXJ-R19, checked by the adapter: Flink has no notion of a malformed item."""
-    errors = {}
-    watermark = None
-    for b, batch in enumerate(batches):
-        for seq, item in enumerate(batch):
-            kind = item.get("kind")
-            if kind == "duplicate_seq":
-                errors[(b, seq)] = "duplicate_seq"
-            elif kind not in ("event", "watermark"):
-                errors[(b, seq)] = "unsupported_item"
-            elif kind == "event":
-                side = item.get("side")
-                reason = (
-                    "missing_side"
-                    if side is None
-                    else "unknown_side"
-                    if side not in ("left", "right")
-                    else "missing_key"
-                    if item.get("key") is None
-                    else "missing_event_time"
-                    if item.get("event_time") is None
-                    else None
-                )
-                if reason:
-                    errors[(b, seq)] = reason
-            elif item.get("time") is None:
-                errors[(b, seq)] = "missing_time"
-            elif watermark is not None and item["time"] < watermark:
-                errors[(b, seq)] = "watermark_regressed"
-            else:
-                watermark = item["time"]
-    return errors
-
-
 def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
     config = case.get("config", {})
     try:
@@ -104,7 +70,7 @@ def prepare(case: dict[str, Any], index: int) -> Prepared | dict[str, Any]:
     if config["join"] in OTHER_JOINS:
         return {"id": case["id"], "unsupported": OTHER_JOINS[config["join"]]}
     batches = case["batches"]
-    errors = _errors(batches)
+    errors = window_join_errors(batches)
     accepted = [
         (b, seq, it)
         for b, batch in enumerate(batches)
