@@ -1,21 +1,21 @@
 """Regenerates docs/conformance/: every vector on each engine, then one matrix of them all.
 
-    python scripts/engine_reports.py                         # all four engines (tox -e engine-reports)
+    python scripts/engine_reports.py                         # all six engines (tox -e engine-reports)
     python scripts/engine_reports.py --engines spark-native  # run one again, merge with the others' last runs
 
 Each engine runs through the command-line tool over vectors/ with its expectation file
-(expectations/<name>.toml): reference, spark and spark-native in process, flink out of process
-in its own environment (`tox -e flink`, started with the checkout's bootstrap tox, which
-writes its run's summary itself). Each run's summary JSON and its answers (gzipped JSON Lines,
-with the engine's versions and settings in their header) stay in reports/engines/. The merge
-writes docs/conformance/matrix.html and docs/conformance/summary.md (which opens with the share of
-the vectors each engine could express: a case an engine declines is not a pass), each engine with
-what it ran with, copies every engine's answers to docs/conformance/answers/, and writes
-docs/conformance/examples.md: every deviation entry with its smallest case and both answers. An
-engine with no run in reports/engines/ (a new machine, or a run of other engines only) is merged from
-its committed answers, judged again with today's vectors and expectation file (at every merge, until
-the engine runs here). The command fails when
-a run has a failure that no expectation entry explains, after writing what it has.
+(expectations/<name>.toml): reference, spark and spark-native in process; flink, beam and bytewax
+out of process, each in its own environment (`tox -e flink`, `tox -e beam`, `tox -e bytewax`,
+started with the checkout's bootstrap tox; each writes its run's summary itself). Each run's
+summary JSON and its answers (gzipped JSON Lines, with the engine's versions and settings in their
+header) stay in reports/engines/. The merge writes docs/conformance/matrix.html and
+docs/conformance/summary.md (which opens with the share of the vectors each engine could express: a
+case an engine declines is not a pass), each engine with what it ran with, copies every engine's
+answers to docs/conformance/answers/, and writes docs/conformance/examples.md: every deviation entry
+with its smallest case and both answers. An engine with no run in reports/engines/ (a new machine,
+or a run of other engines only) is merged from its committed answers, judged again with today's
+vectors and expectation file (at every merge, until the engine runs here). The command fails when a
+run has a failure that no expectation entry explains, after writing what it has.
 """
 
 from __future__ import annotations
@@ -32,16 +32,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "reports" / "engines"
 OUT = ROOT / "docs" / "conformance"
-ENGINES = ("reference", "spark", "spark-native", "flink")
+ENGINES = ("reference", "spark", "spark-native", "flink", "beam", "bytewax")
 IN_PROCESS = ("reference", "spark", "spark-native")
+#: the others each run in a tox environment of the same name: their pins clash with PySpark's
 
 
 def tox_command() -> str:
-    """The tox that starts the Flink environment: the checkout's bootstrap one, else tox on PATH."""
+    """The tox that starts a command engine's environment: the checkout's bootstrap one, else tox on
+    PATH."""
     bootstrap = ROOT / ".bootstrap-venv" / "bin" / "tox"
     found = str(bootstrap) if bootstrap.is_file() else shutil.which("tox")
     if found is None:
-        raise SystemExit("engine-reports: no tox to start the flink environment (README: Two commands)")
+        raise SystemExit("engine-reports: no tox to start the engines' environments (README: Two commands)")
     return found
 
 
@@ -65,8 +67,8 @@ def run_engine(name: str) -> int:
     if name in IN_PROCESS:
         argv = [sys.executable, "-m", "harness.cli", "run", "vectors", "--engine", name, "--no-progress",
                 "--report", str((RUNS / f"{name}.json").relative_to(ROOT)), *answers]  # fmt: skip
-    else:  # its own environment: PyFlink cannot share this one
-        argv = [tox_command(), "-e", "flink", "--", *answers]
+    else:  # its own environment: PyFlink, Beam and Bytewax cannot share this one
+        argv = [tox_command(), "-e", name, "--", *answers]
     print(f"engine-reports: {' '.join(argv)}", flush=True)
     return subprocess.run(argv, cwd=ROOT, check=False).returncode
 
