@@ -14,6 +14,7 @@ The file holds an optional ``[shows]`` table and a list of ``[[deviation]]`` tab
     clause = "F017E-R7"                     # the clause it breaks, deciding every place named
     table = "sessions"                      # where the difference lies: a table of the clause's area
     columns = ["batch"]                     # its columns, or "rows" for which rows exist
+                                            # ("extra_rows", "missing_rows": one way only)
     config = { gap_ms = 10 }                # optional: only traces with these settings
     cases = ["session_windows/some-case"]   # optional: only these cases (or tests)
     witness = "session_windows/some-case"   # a case (or test) that shows exactly this difference
@@ -35,8 +36,11 @@ else by the ``--engine`` string it was loaded with (``pkg.mod:Engine`` ->
   place decides is ``not observable``.
 * A place entry excuses a difference only in its table and columns: the table is compared
   again without them (a key column left out pairs the rows without it; ``rows`` excuses
-  rows only one side has), and what still differs fails. Its witness must show it on every
-  run that includes the witness, else the entry is reported like an unexpected pass.
+  rows only one side has; ``extra_rows`` only rows the engine adds to every row expected,
+  ``missing_rows`` only rows it leaves out of them, so that an entry for an engine that emits
+  too much never excuses one that loses results), and what still differs fails. Its witness
+  must show it on every run that includes the witness, else the entry is reported like an
+  unexpected pass.
 * ``scenario`` names one test: a Gherkin scenario's name exactly, a property test's function
   name, or a vector case's id. That test is a strict expected failure: when it passes, the
   pass is reported as unexpected and the run fails.
@@ -57,6 +61,7 @@ from typing import Any
 
 from harness.clauses import clause_sort_key
 from harness.output_clauses import (
+    ONE_WAY_ROWS,
     REFUSAL,
     ROWS,
     SHOWN,
@@ -370,7 +375,7 @@ def _read_entry(entry: Mapping[str, Any], where: str, shows: dict[str, AreaShown
             f"{where}: 'columns' is a non-empty list of columns of {table}, or \"rows\""
         )
     for c in columns:
-        if c != ROWS and c not in TABLES[area][table]:
+        if c not in (ROWS, *ONE_WAY_ROWS) and c not in TABLES[area][table]:
             raise ExpectationFileError(
                 f"{where}: {table} has no column {c!r}; columns: {', '.join(TABLES[area][table])}"
             )
@@ -383,7 +388,7 @@ def _read_entry(entry: Mapping[str, Any], where: str, shows: dict[str, AreaShown
     if shows is not None and (shown is None or table not in shown.tables):
         raise ExpectationFileError(f"{where}: the file's [shows.{area}] does not show {table}")
     if shown is not None:
-        hidden = [c for c in columns if c != ROWS and c not in shown.tables[table]]
+        hidden = [c for c in columns if c not in (ROWS, *ONE_WAY_ROWS) and c not in shown.tables[table]]
         if hidden:
             raise ExpectationFileError(f"{where}: {hidden} of {table} are not shown: nothing to excuse")
     config = entry.get("config", {})
@@ -467,10 +472,13 @@ def _left(
     """What still differs in ``table`` with the entries' columns left out of the comparison."""
     excused = {c for d in entries for c in d.columns}
     columns = [c for c in (shown[table] if shown is not None else TABLES[area][table]) if c not in excused]
+    one_way = [w for w in ONE_WAY_ROWS if w in excused]
+    both_ways = ROWS in excused or len(one_way) == len(ONE_WAY_ROWS)  # entries of both ways: any rows
     rest = table_places(
-        area, table, expected.get(table, []), actual.get(table, []), columns, rows_excused=ROWS in excused
-    )
-    return [d for d in rest if d.place != ROWS] if ROWS in excused else rest
+        area, table, expected.get(table, []), actual.get(table, []), columns,
+        rows_excused=both_ways, rows_one_way=None if both_ways or not one_way else one_way[0],
+    )  # fmt: skip
+    return [d for d in rest if d.place != ROWS] if both_ways else rest
 
 
 def _needed(

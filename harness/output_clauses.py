@@ -22,7 +22,7 @@ name (harness/expectations.py).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -605,6 +605,10 @@ SHOWN: dict[str, AreaClauses] = {
 
 #: the place of a difference in which rows a table has (a row only one answer has), beside its columns
 ROWS = "rows"
+#: an expectation entry's one-way excuses of ROWS: rows only the engine has, as long as it has every
+#: row the spec expects; rows only the spec has, as long as every row of the engine's is expected
+EXTRA_ROWS, MISSING_ROWS = "extra_rows", "missing_rows"
+ONE_WAY_ROWS = (EXTRA_ROWS, MISSING_ROWS)
 #: the table of a difference in whether the configuration is refused (TR-6)
 REFUSAL = "refusal"
 
@@ -627,7 +631,7 @@ def place_clauses(area: str, table: str, place: str) -> frozenset[str]:
     if table == REFUSAL:
         return frozenset(decl.refusal)
     t = decl.tables[table]
-    return frozenset(t.rows if place == ROWS or place in t.key else t.columns[place])
+    return frozenset(t.rows if place in (ROWS, *ONE_WAY_ROWS) or place in t.key else t.columns[place])
 
 
 @cache
@@ -666,16 +670,24 @@ def table_places(
     columns: Sequence[str] | None = None,
     *,
     rows_excused: bool = False,
+    rows_one_way: str | None = None,
 ) -> list[Difference]:
     """Where two answers of one table differ, seen through ``columns`` only (all by default): rows
     are paired by the key columns among them; a key with more or fewer rows on one side is a
     ``ROWS`` difference, a paired row's differing value one of its column. With
-    ``rows_excused`` the rows of such a key are not compared at all (no pairing is right)."""
+    ``rows_excused`` the rows of such a key are not compared at all (no pairing is right). With
+    ``rows_one_way`` (``EXTRA_ROWS`` or ``MISSING_ROWS``) nothing differs when the one answer's rows
+    are a part of the other's (as multisets) in that direction, and everything that differs is
+    reported otherwise."""
     shown = tuple(c for c in TABLES[area][table] if columns is None or c in columns)
     e_all = project_rows(area, table, shown, expected)
     a_all = project_rows(area, table, shown, actual)
     if e_all == a_all:
         return []
+    if rows_one_way is not None:
+        inner, outer = (e_all, a_all) if rows_one_way == EXTRA_ROWS else (a_all, e_all)
+        if Counter(inner) <= Counter(outer):
+            return []
     decl = SHOWN[area].tables[table]
     key = [k for k in decl.key if k in shown]
     e_rows, a_rows = _by_key(shown, key, e_all), _by_key(shown, key, a_all)

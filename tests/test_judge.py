@@ -256,6 +256,32 @@ def test_an_entry_on_a_key_column_pairs_rows_without_it_so_a_lost_row_still_fail
 
 
 @pytest.mark.clauses("TR-11")
+def test_a_one_way_rows_entry_excuses_rows_added_or_left_out_never_both() -> None:
+    """An engine that emits too much (extra_rows) or too little (missing_rows): an entry for the
+    one never excuses the other, so an entry for an engine that keeps late sessions still convicts
+    an engine that loses a session, and "rows" excuses both."""
+    vector = _case(SESSION)
+    sessions = _oracle(vector)["sessions"]
+    assert sessions, "the case must close a session"
+    extra = lambda o: {**o, "sessions": [*o["sessions"], (9, "ghost", 0, 10, 1, 1, None)]}  # noqa: E731
+    lost = lambda o: {**o, "sessions": o["sessions"][1:]}  # noqa: E731
+    swapped = lambda o: lost(extra(o))  # noqa: E731  # one lost, one added
+
+    def judged(columns: tuple[str, ...], change: Callable[[Output], Output]) -> str:
+        entry = Deviation("x", clause="F017E-R14", table="sessions", columns=columns, witness=SESSION)
+        return _judged(vector, change, Expectations("e", None, [entry])).status
+
+    assert (judged(("extra_rows",), extra), judged(("extra_rows",), lost)) == ("deviation", "fail")
+    assert (judged(("missing_rows",), lost), judged(("missing_rows",), extra)) == ("deviation", "fail")
+    assert judged(("extra_rows",), swapped) == judged(("missing_rows",), swapped) == "fail"
+    assert judged((ROWS,), swapped) == "deviation"
+    # a one-way entry with a column: the column is left out first, then the rows compared one way
+    late_extra = lambda o: {**extra(o), "sessions": [(r[0] + 1, *r[1:]) for r in extra(o)["sessions"]]}  # noqa: E731
+    assert judged(("extra_rows", "batch"), late_extra) == "deviation"
+    assert judged(("extra_rows",), late_extra) == "fail"
+
+
+@pytest.mark.clauses("TR-11")
 def test_an_entry_limited_to_cases_or_settings_excuses_nothing_elsewhere() -> None:
     vector = _case(LATE)
     other = next(v for v in VECTORS if v.area == "late_data" and v.id != LATE and _oracle(v)["events"])
