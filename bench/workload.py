@@ -416,7 +416,8 @@ def operators() -> dict[str, Operator]:
 
 def floor_query(op: Operator, df: Any, checkpoint: str) -> Any:
     """The floor of ``op`` on this path: ``op.stages`` ``transformWithStateInPandas`` stages of
-    the operator's bucket count, grouped by a hash of its unit columns, one ValueState each,
+    the operator's bucket count, grouped by a hash of its unit columns (each bucket under its
+    spread label, as the operators group theirs), one ValueState each,
     each handing every input row back in the columns and types of the operator's one-stage
     stream (its ``sink_rows``) and deciding nothing; then the sink step's reads (the batch
     computed once, its summary rows to the driver, every row to the noop sink). What an
@@ -425,7 +426,7 @@ def floor_query(op: Operator, df: Any, checkpoint: str) -> Any:
     from pyspark.sql import functions as F
 
     from spark_impl.common import computed_once
-    from spark_impl.scaleout import ROUTE, SUMMARY_ROUTE, default_buckets
+    from spark_impl.scaleout import ROUTE, SUMMARY_ROUTE, default_buckets, spread_labels
 
     fields = [(f.name, f.dataType.simpleString()) for f in op.ours(df).sink_rows.schema.fields]
     fields = [(name, kind) for name, kind in fields if name != "floor_bucket"]
@@ -438,7 +439,8 @@ def floor_query(op: Operator, df: Any, checkpoint: str) -> Any:
                 F.pmod(F.col("floor_bucket") + 1, F.lit(buckets)).alias("floor_bucket"),
                 *[F.col(n) for n, _ in fields],
             )  # fmt: skip
-        rows = rows.groupBy("floor_bucket").transformWithStateInPandas(
+        rows = spread_labels(rows, "floor_bucket", buckets, None).groupBy("floor_bucket")
+        rows = rows.transformWithStateInPandas(
             PassThrough(fields), outputStructType=schema, outputMode="Append", timeMode="None"
         )
 

@@ -138,7 +138,7 @@ from spark_impl.scaleout import (
 )
 from spark_impl.session import prepare_session
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3  # 3: state under each bucket's spread label (scaleout.spread_labels)
 POLICIES = ("Drop", "Reassign", "SideOutput")
 CONFIG_KEYS = ("policy", "max_lateness", "channel", "window_size", "allowed_lateness")
 VERDICTS = ("on_time", "allowed_late", "reassigned", "dropped", "side_output")

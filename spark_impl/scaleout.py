@@ -11,6 +11,8 @@ holds the pieces every operator built on it uses:
   one unit (a key, a partition) goes to its bucket; a row that concerns every
   unit of its stream (a clock advance) is copied to every bucket by an
   ``explode``; a stream that must stay whole (a global limit) goes to bucket 0.
+- ``spread_labels``: the grouping label of each bucket, chosen so Spark's hash places the same
+  number of buckets on every shuffle partition (a stage's busiest task gets its fair share).
 - ``two_stages``: the query shape. A first ``transformWithStateInPandas``
   grouped by (stream, bucket) does the per-event work and emits table rows
   plus small summary rows; a second one grouped by (stream, route) keeps the
@@ -77,6 +79,10 @@ from spark_impl.common import (
 )
 
 BUCKETS_PER_PARTITION = 4
+# Candidate labels per bucket, in CASEs of LABEL_CASE each: a CASE of 40 branches already leaves
+# Spark's generated code (measured here: 8x slower a row), one projection per CASE stays in it.
+LABEL_CASE = 32
+LABEL_TRIES = 4 * LABEL_CASE
 NULL_MASK = "kw_nulls"
 ROUTE = "kw_route"
 SUMMARY_ROUTE = -1
@@ -122,23 +128,65 @@ def to_buckets(
     return df.withColumn(alias, F.explode(targets))
 
 
+def spread_labels(df: Any, bucket_col: str, buckets: int, stream_col: str | None) -> Any:
+    """``df`` with each bucket number ``b >= 0`` of ``bucket_col`` replaced by its label, the
+    first of ``b, b + buckets, b + 2 buckets, ...`` (``LABEL_TRIES`` of them) that Spark's hash
+    partitioning of the grouping key (``stream_col``, label) sends to shuffle partition
+    ``b mod P``, P = ``buckets / BUCKETS_PER_PARTITION``: with the default bucket count every
+    partition of the session gets exactly ``BUCKETS_PER_PARTITION`` buckets of each stream,
+    where hashing the numbers themselves gives some partitions twice their share. A bucket with
+    no hit among its tries keeps its number; a negative number (the summary route) is kept.
+
+    ``label mod buckets`` is the bucket again (``bucket_of``), and a label depends on the stream,
+    the bucket and the bucket count only, which a checkpoint keeps: a query restarted with
+    another ``spark.sql.shuffle.partitions`` finds its state under the same labels. The test
+    is the one HashPartitioning computes, ``pmod(hash(key...), P)`` (Murmur3, seed 42), written
+    in SQL so it runs in Spark's generated code."""
+    from pyspark.sql import functions as F
+
+    parts = max(1, buckets // BUCKETS_PER_PARTITION)
+    if parts == 1:
+        return df
+    kind = df.schema[bucket_col].dataType.simpleString()  # the label hashes as the column's type
+    b, found = _quoted(bucket_col), _quoted("__spread_label")
+    keys = "" if stream_col is None else _quoted(stream_col) + ", "
+    tries = min(LABEL_TRIES, (2**31 - 1) // buckets)  # no candidate past an int
+    for first in range(0, tries, LABEL_CASE):
+        ks = range(first, min(first + LABEL_CASE, tries))
+        candidates = [f"CAST({b} + {k * buckets} AS {kind})" for k in ks]
+        target = f"pmod({b}, {parts})"
+        whens = " ".join(f"WHEN pmod(hash({keys}{c}), {parts}) = {target} THEN {c}" for c in candidates)
+        missed = b if first + LABEL_CASE >= tries else "NULL"
+        # the CASE before is read twice, so Spark keeps it a projection of its own
+        before = f"WHEN {b} < 0 THEN {b}" if first == 0 else f"WHEN {found} IS NOT NULL THEN {found}"
+        df = df.withColumn("__spread_label", F.expr(f"CASE {before} {whens} ELSE {missed} END"))
+    return df.withColumn(bucket_col, F.col("__spread_label")).drop("__spread_label")
+
+
+def bucket_of(label: Any, buckets: int) -> int:
+    """The bucket of a grouping label that ``spread_labels`` chose (negative routes unchanged)."""
+    value = int(label)
+    return value if value < 0 else value % buckets
+
+
 def two_stages(
     df: Any, stream_col: str, bucket_col: str, first: Any, first_schema: str, second: Any,
     second_schema: str,
 ) -> Any:  # fmt: skip
-    """first: grouped by (stream, bucket); second: grouped by (stream_id, route) on its output."""
-    wide = df.groupBy(stream_col, bucket_col).transformWithStateInPandas(
-        statefulProcessor=first, outputStructType=first_schema, outputMode="Append", timeMode="None"
-    )
-    return wide.groupBy("stream_id", ROUTE).transformWithStateInPandas(
+    """first: grouped by (stream, bucket label); second: grouped by (stream_id, route label) on its
+    output (``spread_labels``; the processors read the bucket and the route back)."""
+    wide = one_stage(df, stream_col, bucket_col, first, first_schema)
+    routes = spread_labels(wide, ROUTE, first.buckets, "stream_id")
+    return routes.groupBy("stream_id", ROUTE).transformWithStateInPandas(
         statefulProcessor=second, outputStructType=second_schema, outputMode="Append", timeMode="None"
     )
 
 
 def one_stage(df: Any, stream_col: str, bucket_col: str, first: Any, first_schema: str) -> Any:
-    """The first stage alone, grouped by (stream, bucket): its table rows and its summary rows,
-    for a ``SinkStep`` to finish in the sink."""
-    return df.groupBy(stream_col, bucket_col).transformWithStateInPandas(
+    """The first stage alone, grouped by (stream, bucket label): its table rows and its summary
+    rows, for a ``SinkStep`` to finish in the sink."""
+    labelled = spread_labels(df, bucket_col, first.buckets, stream_col)
+    return labelled.groupBy(stream_col, bucket_col).transformWithStateInPandas(
         statefulProcessor=first, outputStructType=first_schema, outputMode="Append", timeMode="None"
     )
 
@@ -194,7 +242,7 @@ class WideStage(StatefulProcessor):  # type: ignore[misc]
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
         # TR-16: a null stream id is a stream of its own (not the text "None"), with the default settings
-        stream_id, bucket = None if key[0] is None else str(key[0]), int(key[1])
+        stream_id, bucket = None if key[0] is None else str(key[0]), bucket_of(key[1], self.buckets)
         config = self.default if stream_id is None else self.per_stream.get(stream_id, self.default)
         try:
             yield from self.process(stream_id, bucket, config, one_frame(rows, self.defaults))
@@ -774,6 +822,7 @@ __all__ = [
     "UnitStage",
     "WideStage",
     "block_of",
+    "bucket_of",
     "check_layout",
     "default_buckets",
     "flag_duplicate_seqs",
@@ -782,6 +831,7 @@ __all__ = [
     "pack_text",
     "processing_time",
     "restore_nulls",
+    "spread_labels",
     "to_buckets",
     "two_stages",
     "unpack_text",

@@ -156,7 +156,7 @@ from spark_impl.scaleout import (
 )
 from spark_impl.session import prepare_session
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3  # 3: state under each bucket's spread label (scaleout.spread_labels)
 CONFIG_KEYS = ("nodes", "edges", "advance_threshold", "max_out_of_order_ms")
 # The numbers one block of updates may hold in the narrow stage (updates x (sources + nodes)).
 BLOCK_CELLS = 1 << 16

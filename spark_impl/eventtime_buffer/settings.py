@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.traces import I64_MAX, InvalidConfig
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3  # 3: state under each bucket's spread label (scaleout.spread_labels)
 
 
 # VELO-R3, R4: unit of each parser name as (numerator, denominator) in ms per unit.

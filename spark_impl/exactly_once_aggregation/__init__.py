@@ -159,7 +159,15 @@ from spark_impl.exactly_once_aggregation.stages import (
     StreamTotalsProcessor,
 )
 from spark_impl.exactly_once_aggregation.windows import pack_channel, remembered, unpack_channel, verdicts
-from spark_impl.scaleout import ROUTE, SinkStep, default_buckets, flag_duplicate_seqs, restore_nulls
+from spark_impl.scaleout import (
+    ROUTE,
+    SinkStep,
+    default_buckets,
+    flag_duplicate_seqs,
+    one_stage,
+    restore_nulls,
+    spread_labels,
+)
 from spark_impl.session import prepare_session
 
 # ---- the operator ------------------------------------------------------------------------------
@@ -254,15 +262,15 @@ def exactly_once_aggregation(
         KEY_BUCKET, F.pmod(F.xxhash64(F.col("eoa_key")), F.lit(buckets)).cast("long")
     )
     first = ChannelBucketProcessor(default, per_stream, seq_col is not None, buckets)
-    wide = rows.groupBy("eoa_sid", "eoa_bucket").transformWithStateInPandas(
-        statefulProcessor=first, outputStructType=WIDE_SCHEMA, outputMode="Append", timeMode="None"
-    )
-    keyed = wide.groupBy("stream_id", KEY_BUCKET).transformWithStateInPandas(
+    wide = one_stage(rows, "eoa_sid", "eoa_bucket", first, WIDE_SCHEMA)
+    keyed = spread_labels(wide, KEY_BUCKET, buckets, "stream_id").groupBy("stream_id", KEY_BUCKET)
+    keyed = keyed.transformWithStateInPandas(
         statefulProcessor=KeyBucketProcessor(default, per_stream, buckets), outputStructType=WIDE_SCHEMA,
         outputMode="Append", timeMode="None",
     )  # fmt: skip
     totals = StreamTotalsProcessor(buckets)
-    narrow = keyed.groupBy("stream_id", ROUTE).transformWithStateInPandas(
+    narrow = spread_labels(keyed, ROUTE, buckets, "stream_id").groupBy("stream_id", ROUTE)
+    narrow = narrow.transformWithStateInPandas(
         statefulProcessor=totals, outputStructType=PASS_SCHEMA, outputMode="Append", timeMode="None"
     )
     output = with_unplaced_errors(restore_nulls(narrow, OUTPUT_COLUMNS, LONG_COLS), unplaced, "eoa_")

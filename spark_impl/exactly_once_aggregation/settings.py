@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.traces import InvalidConfig
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: state under each bucket's spread label (scaleout.spread_labels)
 
 
 OPERATOR = "exactly_once_aggregation"

@@ -49,6 +49,7 @@ from spark_impl.scaleout import (
     SUMMARY_ROUTE,
     BatchSummaryStage,
     WideStage,
+    bucket_of,
     one_frame,
 )
 
@@ -203,7 +204,7 @@ class KeyBucketProcessor(StatefulProcessor):  # type: ignore[misc]
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[pd.DataFrame]:
         from spark_impl.checkpoints import CheckpointError
 
-        stream_id, bucket = None if key[0] is None else str(key[0]), int(key[1])
+        stream_id, bucket = None if key[0] is None else str(key[0]), bucket_of(key[1], self.buckets)
         cfg = self.default if stream_id is None else self.per_stream.get(stream_id, self.default)
         pdf = one_frame(rows)
         is_fold = pdf["output"].to_numpy(object) == "fold"

@@ -10,7 +10,7 @@ from typing import Any
 from harness.traces import InvalidConfig
 from spark_impl.common import require_int as _require_int
 
-LAYOUT_VERSION = 4  # 4: the ended flag and each block's open-window count (F065-R38)
+LAYOUT_VERSION = 5  # 5: state under each bucket's spread label (scaleout.spread_labels)
 POLICIES = ("LeastRecentlyActive", "LowestWatermark", "RejectNew")
 DEFAULT_POLICY = POLICIES[0]
 CONFIG_KEYS = ("bounded_delay", "idle_timeout", "max_keys", "eviction_policy", "window_size")

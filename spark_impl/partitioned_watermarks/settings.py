@@ -12,7 +12,7 @@ from spark_impl.common import (
     require_int,
 )
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3  # 3: state under each bucket's spread label (scaleout.spread_labels)
 DEFAULT_BLOCK_PARTITIONS = 128
 U32_MAX = 2**32 - 1
 CONFIG_KEYS = ("idle_timeout", "max_lateness")

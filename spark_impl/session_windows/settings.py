@@ -13,7 +13,7 @@ import numpy as np
 from harness.traces import I64_MAX, InvalidConfig
 from spark_impl.common import require_int
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3  # 3: state under each bucket's spread label (scaleout.spread_labels)
 
 
 STRATEGIES = ("OnWindowClose", "Final")

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.traces import I64_MAX, I64_MIN, InvalidConfig
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: state under each bucket's spread label (scaleout.spread_labels)
 
 
 NANO = 10**9  # nano-tokens per token (OXS-R3)

@@ -14,7 +14,7 @@ from spark_impl.common import (
     require_int,
 )
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: state under each bucket's spread label (scaleout.spread_labels)
 OPERATOR = "window_joins"
 JOINS: dict[str, tuple[str, ...]] = {  # OXJ-R18: each join's required settings
     "tumbling_tumbling": ("size_ms",),
