@@ -17,7 +17,7 @@ from spark_impl.common import require_int
 OPERATOR = "pipeline"
 
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # its operators' (SLA admission, window joins, exactly-once aggregation), below
 
 
 ACCEPTED_KINDS = ("event", "watermark", "clock", "load")  # OXP-R14
