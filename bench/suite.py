@@ -54,9 +54,10 @@ def markdown(results: dict[str, Any]) -> str:
         "- **native**: the counterpart in the table, the closest Spark built-in, to the noop sink.",
         "- **floor**: the operator's shape with none of its work (`workload.floor_query`): as many "
         "`transformWithStateInPandas` stages, grouped into as many buckets by a hash of the same unit "
-        "columns, each under its spread label as the operators' are, one ValueState each, handing every input row back in the operator's output columns "
-        "and types, then the sink step's two reads. What any operator built this way takes on this "
-        "path: the fixed cost of its stages and every row's trip through Python and back.",
+        "columns, each under its spread label as the operators' are, one ValueState each, handing "
+        "every input row back in the operator's output columns and types, then the sink step's two "
+        "reads. What any operator built this way takes on this path: the fixed cost of its stages "
+        "and every row's trip through Python and back.",
         "- **events/s**: the events of batches 2.. over their trigger times; **ms/batch**: the median "
         "trigger time of those batches; **fixed cost**: the median trigger time of the "
         f"{workload.TINY_EVENTS}-event batches, what a micro-batch costs on a running query before any "
