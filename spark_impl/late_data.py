@@ -112,6 +112,7 @@ from spark_impl.common import (
     check_columns,
     event_time_millis,
     long_or_zero,
+    micro_batch_start_millis,
     millis_column,
     place_flags,
     require_int,
@@ -722,7 +723,7 @@ def late_data(
         stream_id_column(stream_id_col, "ld_sid"),
         long_or_zero(et).alias("ld_et"),
         et.isNull().alias("ld_et_null"),
-        (long_or_zero(batch_col) if batch_col else F.unix_millis(F.current_timestamp())).alias("ld_batch"),
+        (long_or_zero(batch_col) if batch_col else micro_batch_start_millis()).alias("ld_batch"),
         *place_flags(seq_col, batch_col, "ld_"),
     ]
     if seq_col:

@@ -74,6 +74,7 @@ from spark_impl.common import (
     StatefulProcessor,
     StatefulProcessorHandle,
     batches_in,
+    micro_batch_start_millis,
     use_computed_once,
     with_defaults,
 )
@@ -578,7 +579,7 @@ def processing_time(fields: Mapping[str, Any], name: str) -> Any:
     from pyspark.sql.types import IntegralType, TimestampNTZType, TimestampType
 
     if name == CURRENT_TIMESTAMP:
-        return F.unix_millis(F.current_timestamp())
+        return micro_batch_start_millis()
     if isinstance(fields[name], (TimestampType, TimestampNTZType)):
         return F.unix_millis(F.col(name))
     if isinstance(fields[name], IntegralType):

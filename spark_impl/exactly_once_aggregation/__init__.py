@@ -120,6 +120,7 @@ from spark_impl.common import (
     OperatorStreams,
     check_columns,
     long_or_zero,
+    micro_batch_start_millis,
     place_flags,
     require_int,
     split_unplaced,
@@ -234,7 +235,7 @@ def exactly_once_aggregation(
     warn_without_seq(OPERATOR, seq_col, "the order they reach each stage")
     cols = [
         stream_id_column(stream_id_col, "eoa_sid"),
-        (long_or_zero(batch_col) if batch_col else F.unix_millis(F.current_timestamp())).alias("eoa_batch"),
+        (long_or_zero(batch_col) if batch_col else micro_batch_start_millis()).alias("eoa_batch"),
         *place_flags(seq_col, batch_col, "eoa_"),
         F.col(key_col).cast("string").alias("eoa_key"),
         F.col(amount_col).alias("eoa_amount"),

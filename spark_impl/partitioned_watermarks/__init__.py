@@ -161,6 +161,7 @@ from spark_impl.common import (
     check_columns,
     event_time_millis,
     long_or_zero,
+    micro_batch_start_millis,
     millis_column,
     native_watermark_progress,
     place_flags,
@@ -403,7 +404,7 @@ def partitioned_watermarks(
         if longs[name] is not None:
             cols.append(long_or_zero(longs[name]).alias(f"pw_{name}"))
     if batch_col is None:
-        cols.append(F.unix_millis(F.current_timestamp()).alias("pw_batch"))
+        cols.append(micro_batch_start_millis().alias("pw_batch"))
     if kind_col:
         kind_text = F.col(kind_col).cast("string")
         # "tick" and "probe" are the operator's own rows; a user's is an unsupported item.
