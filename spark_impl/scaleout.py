@@ -177,18 +177,23 @@ def two_stages(
     """first: grouped by (stream, bucket label); second: grouped by (stream_id, route label) on its
     output (``spread_labels``; the processors read the bucket and the route back)."""
     wide = one_stage(df, stream_col, bucket_col, first, first_schema)
-    routes = spread_labels(wide, ROUTE, first.buckets, "stream_id")
-    return routes.groupBy("stream_id", ROUTE).transformWithStateInPandas(
-        statefulProcessor=second, outputStructType=second_schema, outputMode="Append", timeMode="None"
-    )
+    return labelled_stage(wide, "stream_id", ROUTE, first.buckets, second, second_schema)
 
 
 def one_stage(df: Any, stream_col: str, bucket_col: str, first: Any, first_schema: str) -> Any:
     """The first stage alone, grouped by (stream, bucket label): its table rows and its summary
     rows, for a ``SinkStep`` to finish in the sink."""
-    labelled = spread_labels(df, bucket_col, first.buckets, stream_col)
+    return labelled_stage(df, stream_col, bucket_col, first.buckets, first, first_schema)
+
+
+def labelled_stage(
+    df: Any, stream_col: str, bucket_col: str, buckets: int, processor: Any, schema: str
+) -> Any:
+    """A stateful stage grouped by (stream, label of ``bucket_col``): ``processor`` once per
+    group and micro-batch (``spread_labels``; the processor reads the bucket back)."""
+    labelled = spread_labels(df, bucket_col, buckets, stream_col)
     return labelled.groupBy(stream_col, bucket_col).transformWithStateInPandas(
-        statefulProcessor=first, outputStructType=first_schema, outputMode="Append", timeMode="None"
+        statefulProcessor=processor, outputStructType=schema, outputMode="Append", timeMode="None"
     )
 
 

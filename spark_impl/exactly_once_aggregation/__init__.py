@@ -165,9 +165,9 @@ from spark_impl.scaleout import (
     SinkStep,
     default_buckets,
     flag_duplicate_seqs,
+    labelled_stage,
     one_stage,
     restore_nulls,
-    spread_labels,
 )
 from spark_impl.session import prepare_session
 
@@ -264,16 +264,11 @@ def exactly_once_aggregation(
     )
     first = ChannelBucketProcessor(default, per_stream, seq_col is not None, buckets)
     wide = one_stage(rows, "eoa_sid", "eoa_bucket", first, WIDE_SCHEMA)
-    keyed = spread_labels(wide, KEY_BUCKET, buckets, "stream_id").groupBy("stream_id", KEY_BUCKET)
-    keyed = keyed.transformWithStateInPandas(
-        statefulProcessor=KeyBucketProcessor(default, per_stream, buckets), outputStructType=WIDE_SCHEMA,
-        outputMode="Append", timeMode="None",
-    )  # fmt: skip
-    totals = StreamTotalsProcessor(buckets)
-    narrow = spread_labels(keyed, ROUTE, buckets, "stream_id").groupBy("stream_id", ROUTE)
-    narrow = narrow.transformWithStateInPandas(
-        statefulProcessor=totals, outputStructType=PASS_SCHEMA, outputMode="Append", timeMode="None"
+    keyed = labelled_stage(
+        wide, "stream_id", KEY_BUCKET, buckets, KeyBucketProcessor(default, per_stream, buckets), WIDE_SCHEMA
     )
+    totals = StreamTotalsProcessor(buckets)
+    narrow = labelled_stage(keyed, "stream_id", ROUTE, buckets, totals, PASS_SCHEMA)
     output = with_unplaced_errors(restore_nulls(narrow, OUTPUT_COLUMNS, LONG_COLS), unplaced, "eoa_")
     # write_tables and foreach_batch: the channel and key stages, the narrow step in the sink
     step = SinkStep(OPERATOR, totals, "totals", STREAM_SCHEMA, OUTPUT_COLUMNS, LONG_COLS)
