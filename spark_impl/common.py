@@ -380,6 +380,12 @@ def micro_batch_start_millis() -> Any:
     return F.coalesce(instant, F.lit(0).cast("long"))  # never null, as current_timestamp()
 
 
+def batch_marker(batch_col: str | None) -> Any:
+    """A row's batch: the batch column as a long (null read as 0), or without one the micro-batch's
+    start instant."""
+    return long_or_zero(batch_col) if batch_col else micro_batch_start_millis()
+
+
 def long_or_zero(column: Any) -> Any:
     """A column (or its name) as LongType, null read as 0 (a null flag travels beside it where it matters)."""
     from pyspark.sql import functions as F

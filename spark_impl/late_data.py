@@ -108,11 +108,11 @@ from spark_impl.common import (
     OperatorStreams,
     OutputRows,
     StatefulProcessorHandle,
+    batch_marker,
     batches_in,
     check_columns,
     event_time_millis,
     long_or_zero,
-    micro_batch_start_millis,
     millis_column,
     place_flags,
     require_int,
@@ -723,7 +723,7 @@ def late_data(
         stream_id_column(stream_id_col, "ld_sid"),
         long_or_zero(et).alias("ld_et"),
         et.isNull().alias("ld_et_null"),
-        (long_or_zero(batch_col) if batch_col else micro_batch_start_millis()).alias("ld_batch"),
+        batch_marker(batch_col).alias("ld_batch"),
         *place_flags(seq_col, batch_col, "ld_"),
     ]
     if seq_col:

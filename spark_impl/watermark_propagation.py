@@ -122,11 +122,11 @@ from spark_impl.common import (
     OperatorStreams,
     OutputRows,
     StatefulProcessorHandle,
+    batch_marker,
     batches_in,
     check_columns,
     event_time_millis,
     long_or_zero,
-    micro_batch_start_millis,
     millis_column,
     native_watermark_progress,
     place_flags,
@@ -757,7 +757,7 @@ def watermark_propagation(
     cols = [
         stream_id_column(stream_id_col, "wp_sid"),
         F.col(node_col).cast("string").alias("wp_node"),
-        (long_or_zero(batch_col) if batch_col else micro_batch_start_millis()).alias("wp_batch"),
+        batch_marker(batch_col).alias("wp_batch"),
         *place_flags(seq_col, batch_col, "wp_"),
     ]
     if event_time_col is not None:

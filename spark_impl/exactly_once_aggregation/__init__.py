@@ -118,9 +118,9 @@ from typing import Any
 from spark_impl.checkpoints import Operator, Stage, register, schema_fields, value_buckets
 from spark_impl.common import (
     OperatorStreams,
+    batch_marker,
     check_columns,
     long_or_zero,
-    micro_batch_start_millis,
     place_flags,
     require_int,
     split_unplaced,
@@ -235,7 +235,7 @@ def exactly_once_aggregation(
     warn_without_seq(OPERATOR, seq_col, "the order they reach each stage")
     cols = [
         stream_id_column(stream_id_col, "eoa_sid"),
-        (long_or_zero(batch_col) if batch_col else micro_batch_start_millis()).alias("eoa_batch"),
+        batch_marker(batch_col).alias("eoa_batch"),
         *place_flags(seq_col, batch_col, "eoa_"),
         F.col(key_col).cast("string").alias("eoa_key"),
         F.col(amount_col).alias("eoa_amount"),

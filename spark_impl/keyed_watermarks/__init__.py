@@ -212,10 +212,10 @@ from spark_impl.checkpoints import (
 )
 from spark_impl.common import (
     OperatorStreams,
+    batch_marker,
     check_columns,
     event_time_millis,
     long_or_zero,
-    micro_batch_start_millis,
     millis_column,
     place_flags,
     split_unplaced,
@@ -392,7 +392,7 @@ def keyed_watermarks(
         F.col(key_col).cast("string").alias("kw_key"),
         long_or_zero(et).alias("kw_et"),
         et.isNull().alias("kw_et_null"),
-        (long_or_zero(batch_col) if batch_col else micro_batch_start_millis()).alias("kw_batch"),
+        batch_marker(batch_col).alias("kw_batch"),
         *place_flags(seq_col, batch_col, "kw_"),
     ]
     if seq_col:

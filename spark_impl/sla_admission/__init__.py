@@ -130,10 +130,10 @@ from harness.traces import InvalidConfig
 from spark_impl.checkpoints import Operator, Stage, register, schema_fields, value_buckets
 from spark_impl.common import (
     OperatorStreams,
+    batch_marker,
     check_columns,
     event_time_millis,
     long_or_zero,
-    micro_batch_start_millis,
     millis_column,
     place_flags,
     require_int,
@@ -296,7 +296,7 @@ def sla_admission(
     # Only the columns the input has cross into the Python worker; the processor fills the rest.
     cols = [
         stream_id_column(stream_id_col, "sa_sid"),
-        (long_or_zero(batch_col) if batch_col else micro_batch_start_millis()).alias("sa_batch"),
+        batch_marker(batch_col).alias("sa_batch"),
         F.col(stream_col).cast("string").alias("sa_stream"),
         long_or_zero(et).alias("sa_et"),
         et.isNull().alias("sa_et_null"),

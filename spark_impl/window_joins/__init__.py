@@ -101,9 +101,9 @@ from spark_impl.checkpoints import (
 )
 from spark_impl.common import (
     OperatorStreams,
+    batch_marker,
     check_columns,
     long_or_zero,
-    micro_batch_start_millis,
     millis_column,
     place_flags,
     require_int,
@@ -238,7 +238,7 @@ def window_join_rows(
         kind = value_checked_kind(kind, value_col)
     cols = [
         stream_id_column(stream_id_col, "wj_sid"),
-        (long_or_zero(batch_col) if batch_col else micro_batch_start_millis()).alias("wj_batch"),
+        batch_marker(batch_col).alias("wj_batch"),
         *place_flags(seq_col, batch_col, "wj_"),
         kind.alias("wj_kind"),
         F.col(side_col).cast("string").alias("wj_side"),
